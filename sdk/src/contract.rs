@@ -1,0 +1,340 @@
+//! The plugin contract as plain Rust types.
+//!
+//! One-to-one with the records in `wit/service-provider.wit` (see there for
+//! the meaning of each field). Plugins implement their logic against these
+//! types so it runs natively in `cargo test`; the component glue and the host
+//! convert from and to the generated bindings. Keeping both sides on the same
+//! types is what lets the host test assert that a component and the native
+//! library produce *identical* plans.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cluster {
+    Platform,
+    Onboarding,
+    ControlPlane,
+    Workload,
+}
+
+impl Cluster {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cluster::Platform => "platform",
+            Cluster::Onboarding => "onboarding",
+            Cluster::ControlPlane => "control-plane",
+            Cluster::Workload => "workload",
+        }
+    }
+}
+
+impl std::fmt::Display for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKind {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespaced: bool,
+}
+
+impl ApiKind {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Crd {
+    pub cluster: Cluster,
+    pub manifest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRule {
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_names: Vec<String>,
+    pub verbs: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Access {
+    pub control_plane_rules: Vec<PolicyRule>,
+    pub workload_cluster: bool,
+    pub workload_rules: Vec<PolicyRule>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NamespaceScope {
+    Tenant,
+    Named(String),
+    ClusterScoped,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capability {
+    pub cluster: Cluster,
+    pub group: String,
+    pub kind: String,
+    pub scope: NamespaceScope,
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    Reconcile,
+    Cleanup,
+    Always,
+}
+
+impl Stage {
+    /// Whether an observation with this stage is needed for `cleanup`
+    /// (`true`) or `plan` (`false`).
+    pub fn applies(self, cleanup: bool) -> bool {
+        matches!(
+            (self, cleanup),
+            (Stage::Always, _) | (Stage::Cleanup, true) | (Stage::Reconcile, false)
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Detail {
+    Full,
+    Metadata,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Observation {
+    pub id: String,
+    pub cluster: Cluster,
+    pub api: ApiKind,
+    pub scope: NamespaceScope,
+    pub name: Option<String>,
+    pub stage: Stage,
+    pub detail: Detail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Descriptor {
+    pub name: String,
+    pub service: ApiKind,
+    pub provider_config: ApiKind,
+    pub finalizer: String,
+    pub crds: Vec<Crd>,
+    pub access: Access,
+    pub capabilities: Vec<Capability>,
+    pub observations: Vec<Observation>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeconfigRef {
+    pub namespace: String,
+    pub name: String,
+    pub key: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Context {
+    pub provider_name: String,
+    pub tenant_namespace: String,
+    pub pod_namespace: String,
+    pub control_plane: Option<KubeconfigRef>,
+    pub workload: Option<KubeconfigRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Observed {
+    pub id: String,
+    pub objects: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Input {
+    pub object: String,
+    pub provider_config: Option<String>,
+    pub context: Context,
+    pub observed: Vec<Observed>,
+}
+
+impl Input {
+    /// The objects observed under `id`, or `None` if the host could not make
+    /// that observation.
+    pub fn observed(&self, id: &str) -> Option<&[String]> {
+        self.observed
+            .iter()
+            .find(|o| o.id == id)
+            .map(|o| o.objects.as_slice())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DesiredObject {
+    pub cluster: Cluster,
+    pub manifest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretCopy {
+    pub source_name: String,
+    pub target_cluster: Cluster,
+    pub target_namespace: String,
+    pub target_name: String,
+    pub required_type: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub cluster: Cluster,
+    pub api_version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl ConditionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: ConditionStatus,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_group: Option<String>,
+    pub kind: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub phase: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceStatus {
+    pub phase: String,
+    pub conditions: Vec<Condition>,
+    pub resources: Option<Vec<ResourceStatus>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub objects: Vec<DesiredObject>,
+    pub secret_copies: Vec<SecretCopy>,
+    pub status: ServiceStatus,
+    pub requeue_after_seconds: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InvalidInput {
+    pub message: String,
+    pub requeue_after_seconds: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlanError {
+    InvalidInput(InvalidInput),
+    Transient(String),
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::InvalidInput(i) => f.write_str(&i.message),
+            PlanError::Transient(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocked {
+    pub message: String,
+    pub requeue_after_seconds: u32,
+    pub resources: Option<Vec<ResourceStatus>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Teardown {
+    pub objects: Vec<ObjectRef>,
+    pub secret_copies: Vec<ObjectRef>,
+    pub resources: Option<Vec<ResourceStatus>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CleanupPlan {
+    Blocked(Blocked),
+    Teardown(Teardown),
+}
+
+/// What a provider plugin implements. The component glue exports it through
+/// the WIT world; tests call it directly.
+pub trait Provider {
+    fn describe() -> Descriptor;
+    fn plan(input: &Input) -> Result<Plan, PlanError>;
+    fn cleanup(input: &Input) -> Result<CleanupPlan, PlanError>;
+}
