@@ -1,0 +1,161 @@
+//! Named plugin inputs shared by the native tests and the host's component
+//! test, so both run exactly the same cases. Built from the seed example:
+//! ProviderConfig `kro` offering v0.9.1 and v0.9.3 (the latter with a pull
+//! secret and Helm values), and a `Kro` named `mcp-01`.
+
+use serde_json::{Value, json};
+use service_provider_sdk::contract::{Context, Input, KubeconfigRef, Observed};
+use service_provider_sdk::names;
+
+use crate::describe::{OBSERVE_HELM_RELEASE, OBSERVE_OCI_REPOSITORY, OBSERVE_RGDS};
+
+pub const POD_NAMESPACE: &str = "openmcp-system";
+pub const PROVIDER_NAME: &str = "kro";
+pub const CONTROLLER: &str = "kro.services.open-control-plane.io";
+
+/// Whether a case calls `plan` or `cleanup`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    Plan,
+    Cleanup,
+}
+
+pub struct Case {
+    pub name: &'static str,
+    pub call: Call,
+    pub input: Input,
+}
+
+/// The seed's ProviderConfig.
+pub fn provider_config() -> Value {
+    json!({
+        "apiVersion": "kro.services.open-control-plane.io/v1alpha1",
+        "kind": "ProviderConfig",
+        "metadata": {"name": "kro"},
+        "spec": {
+            "pollInterval": "5m",
+            "versions": [
+                {"version": "v0.9.1", "chartVersion": "0.9.1", "chartURL": "oci://registry.k8s.io/kro/charts/kro"},
+                {"version": "v0.9.3", "chartVersion": "0.9.3", "chartURL": "oci://registry.k8s.io/kro/charts/kro",
+                 "chartPullSecret": "my-registry-secret",
+                 "helmValues": {"imagePullSecrets": [{"name": "my-registry-secret"}]}}
+            ]
+        }
+    })
+}
+
+/// A `Kro` object as the onboarding cluster would return it.
+pub fn kro(name: &str, namespace: &str, version: &str) -> Value {
+    json!({
+        "apiVersion": "kro.services.open-control-plane.io/v1alpha1",
+        "kind": "Kro",
+        "metadata": {"name": name, "namespace": namespace, "generation": 1, "uid": "1b0c1f5e-0000-4000-8000-000000000001"},
+        "spec": {"version": version}
+    })
+}
+
+/// The context the host would build once ControlPlane access is granted.
+pub fn context(name: &str, namespace: &str) -> Context {
+    let tenant = names::tenant_namespace(name, namespace).expect("non-empty names");
+    Context {
+        provider_name: PROVIDER_NAME.into(),
+        control_plane: Some(KubeconfigRef {
+            namespace: tenant.clone(),
+            name: names::access_request_name(CONTROLLER, name, "mcp"),
+            key: "kubeconfig".into(),
+        }),
+        tenant_namespace: tenant,
+        pod_namespace: POD_NAMESPACE.into(),
+        workload: None,
+    }
+}
+
+pub fn input(object: Value, provider_config: Option<Value>) -> Input {
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("mcp-01").to_string();
+    let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+    Input {
+        object: object.to_string(),
+        provider_config: provider_config.map(|pc| pc.to_string()),
+        context: context(&name, &namespace),
+        observed: Vec::new(),
+    }
+}
+
+/// A Flux object with a `Ready` condition, as the host would observe it.
+pub fn flux_object(kind: &str, name: &str, ready: &str, message: &str) -> Value {
+    json!({
+        "kind": kind,
+        "metadata": {"name": name, "generation": 1},
+        "status": {"observedGeneration": 1, "conditions": [
+            {"type": "Ready", "status": ready, "reason": "Test", "message": message}
+        ]}
+    })
+}
+
+fn observed(id: &str, objects: &[Value]) -> Observed {
+    Observed { id: id.into(), objects: objects.iter().map(Value::to_string).collect() }
+}
+
+fn rgd(name: &str) -> Value {
+    json!({"apiVersion": "kro.run/v1alpha1", "kind": "ResourceGraphDefinition", "metadata": {"name": name}})
+}
+
+pub fn all() -> Vec<Case> {
+    let pc = || Some(provider_config());
+    let plan = |name, input| Case { name, call: Call::Plan, input };
+    let cleanup = |name, input| Case { name, call: Call::Cleanup, input };
+
+    let mut ready = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    ready.observed = vec![
+        observed(OBSERVE_OCI_REPOSITORY, &[flux_object("OCIRepository", "kro-oci-repository", "True", "stored artifact")]),
+        observed(OBSERVE_HELM_RELEASE, &[flux_object("HelmRelease", "kro-helm-release", "True", "Helm install succeeded")]),
+    ];
+    let mut half_ready = ready.clone();
+    half_ready.observed[1] = observed(
+        OBSERVE_HELM_RELEASE,
+        &[flux_object("HelmRelease", "kro-helm-release", "False", "install retries exhausted")],
+    );
+
+    let mut no_access = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    no_access.context.control_plane = None;
+
+    let mut bad_poll = provider_config();
+    bad_poll["spec"]["pollInterval"] = json!("soon");
+    let mut bad_values = provider_config();
+    bad_values["spec"]["versions"][1]["helmValues"] = json!({"imagePullSecrets": "my-registry-secret"});
+    let mut bad_config = provider_config();
+    bad_config["spec"]["versions"] = json!("v0.9.3");
+
+    let mut blocked = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    blocked.observed = vec![observed(OBSERVE_RGDS, &[rgd("noop"), rgd("webapp")])];
+    let mut unblocked = blocked.clone();
+    unblocked.observed = vec![observed(OBSERVE_RGDS, &[])];
+    let mut access_gone = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    access_gone.context.control_plane = None;
+    let mut withdrawn = provider_config();
+    withdrawn["spec"]["versions"] = json!([withdrawn["spec"]["versions"][0].clone()]);
+
+    vec![
+        plan("v0.9.3 first reconcile", input(kro("mcp-01", "default", "v0.9.3"), pc())),
+        plan("v0.9.3 all ready", ready),
+        plan("v0.9.3 release failing", half_ready),
+        plan("v0.9.1 without pull secret", input(kro("mcp-01", "default", "v0.9.1"), pc())),
+        plan("unknown version", input(kro("mcp-01", "default", "9.9.9"), pc())),
+        plan("missing provider config", input(kro("mcp-01", "default", "v0.9.3"), None)),
+        plan("malformed object", input(json!({"metadata": {"name": "mcp-01", "namespace": "default"}, "spec": {"version": 3}}), pc())),
+        plan("malformed provider config", input(kro("mcp-01", "default", "v0.9.3"), Some(bad_config))),
+        plan("malformed helm values", input(kro("mcp-01", "default", "v0.9.3"), Some(bad_values))),
+        plan("malformed poll interval", input(kro("mcp-01", "default", "v0.9.3"), Some(bad_poll))),
+        plan("no control-plane access yet", no_access),
+        plan("name of 23 characters", input(kro(&"a".repeat(23), "default", "v0.9.3"), pc())),
+        plan("name of 63 characters", input(kro(&"b".repeat(63), "tenant-ns", "v0.9.3"), pc())),
+        cleanup("deletion blocked by two RGDs", blocked),
+        cleanup("deletion with no RGDs left", unblocked),
+        cleanup("deletion with ControlPlane access gone", access_gone),
+        cleanup(
+            "deletion after the version was withdrawn",
+            input(kro("mcp-01", "default", "v0.9.3"), Some(withdrawn)),
+        ),
+        cleanup("deletion without provider config", input(kro("mcp-01", "default", "v0.9.3"), None)),
+    ]
+}
