@@ -1,0 +1,270 @@
+//! Gathering a plugin's inputs: who the instance is, its tenant context and
+//! the objects the plugin asked to observe.
+//!
+//! The cluster-facing gatherer reads observations from the API servers; the
+//! helpers here are shared with `render`, which reads them from files.
+
+use serde_json::{Map, Value};
+use service_provider_sdk::contract::{
+    Cluster, Context, Descriptor, Detail, Input, KubeconfigRef, NamespaceScope, Observation, Observed,
+};
+use service_provider_sdk::names;
+
+use crate::Error;
+
+/// Data key of the kubeconfig in an AccessRequest's Secret (openmcp).
+pub const KUBECONFIG_KEY: &str = "kubeconfig";
+/// Suffix of the ControlPlane AccessRequest name (openmcp).
+pub const CONTROL_PLANE_SUFFIX: &str = "mcp";
+
+/// The identity of one service object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub name: String,
+    pub namespace: String,
+    pub generation: i64,
+}
+
+impl Instance {
+    pub fn from_object(object: &Value) -> Result<Self, Error> {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let name = text("/metadata/name").ok_or_else(|| Error::InvalidObject("metadata.name is missing".into()))?;
+        let namespace = text("/metadata/namespace")
+            .ok_or_else(|| Error::InvalidObject("metadata.namespace is missing (service objects are namespaced)".into()))?;
+        Ok(Instance {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            generation: object.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
+        })
+    }
+
+    /// `mcp--<uuid>`: the tenant namespace of the ControlPlane this instance
+    /// belongs to (same name and namespace).
+    pub fn tenant_namespace(&self) -> String {
+        names::tenant_namespace(&self.name, &self.namespace).expect("name is non-empty")
+    }
+
+    /// The name of the ControlPlane AccessRequest the host creates for this
+    /// instance: `<service group>--<name>--mcp`, shortened like openmcp does.
+    pub fn access_request_name(&self, descriptor: &Descriptor) -> String {
+        names::access_request_name(&descriptor.service.group, &self.name, CONTROL_PLANE_SUFFIX)
+    }
+}
+
+/// The context for one instance.
+pub fn context(
+    instance: &Instance,
+    provider_name: &str,
+    pod_namespace: &str,
+    control_plane: Option<KubeconfigRef>,
+    workload: Option<KubeconfigRef>,
+) -> Context {
+    Context {
+        provider_name: provider_name.to_string(),
+        tenant_namespace: instance.tenant_namespace(),
+        pod_namespace: pod_namespace.to_string(),
+        control_plane,
+        workload,
+    }
+}
+
+/// The observations a `plan` (`cleanup == false`) or `cleanup` call needs.
+pub fn observations(descriptor: &Descriptor, cleanup: bool) -> impl Iterator<Item = &Observation> {
+    descriptor.observations.iter().filter(move |o| o.stage.applies(cleanup))
+}
+
+/// The namespace an observation or capability scope resolves to for this
+/// context; `None` for cluster-scoped.
+pub fn scope_namespace<'a>(scope: &'a NamespaceScope, context: &'a Context) -> Option<&'a str> {
+    match scope {
+        NamespaceScope::Tenant => Some(&context.tenant_namespace),
+        NamespaceScope::Named(ns) => Some(ns),
+        NamespaceScope::ClusterScoped => None,
+    }
+}
+
+/// Whether the host can look at a cluster for this instance.
+pub fn reachable(cluster: Cluster, context: &Context) -> bool {
+    match cluster {
+        Cluster::Platform | Cluster::Onboarding => true,
+        Cluster::ControlPlane => context.control_plane.is_some(),
+        Cluster::Workload => context.workload.is_some(),
+    }
+}
+
+/// Trims an object to what the plugin asked for. `managedFields` is never
+/// useful to a plugin and is often the largest part of an object.
+pub fn trim(mut object: Value, detail: Detail) -> Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    match detail {
+        Detail::Full => object,
+        Detail::Metadata => {
+            let mut kept = Map::new();
+            for key in ["apiVersion", "kind", "metadata"] {
+                if let Some(v) = object.get(key) {
+                    kept.insert(key.to_string(), v.clone());
+                }
+            }
+            Value::Object(kept)
+        }
+    }
+}
+
+/// Whether `object` is one that `observation` covers in this context. An
+/// object without a namespace matches any namespaced scope (convenient for
+/// hand-written fixtures).
+pub fn matches(observation: &Observation, context: &Context, object: &Value) -> bool {
+    let field = |key: &str| object.get(key).and_then(Value::as_str);
+    let meta = |key: &str| object.pointer(&format!("/metadata/{key}")).and_then(Value::as_str);
+    if field("apiVersion") != Some(observation.api.api_version().as_str())
+        || field("kind") != Some(observation.api.kind.as_str())
+    {
+        return false;
+    }
+    if let Some(name) = &observation.name {
+        if meta("name") != Some(name.as_str()) {
+            return false;
+        }
+    }
+    match (scope_namespace(&observation.scope, context), meta("namespace")) {
+        (Some(want), Some(have)) => want == have,
+        (Some(_), None) => true,
+        (None, have) => have.is_none(),
+    }
+}
+
+/// Observations answered from a given set of objects (as `render` does with
+/// `--observed`): every needed observation on a reachable cluster gets an
+/// entry, possibly empty.
+pub fn observed_from(descriptor: &Descriptor, context: &Context, cleanup: bool, objects: &[Value]) -> Vec<Observed> {
+    observations(descriptor, cleanup)
+        .filter(|o| reachable(o.cluster, context))
+        .map(|o| Observed {
+            id: o.id.clone(),
+            objects: objects
+                .iter()
+                .filter(|obj| matches(o, context, obj))
+                .map(|obj| trim(obj.clone(), o.detail).to_string())
+                .collect(),
+        })
+        .collect()
+}
+
+/// The complete plugin input.
+pub fn input(object: &Value, provider_config: Option<&Value>, context: Context, observed: Vec<Observed>) -> Input {
+    Input {
+        object: object.to_string(),
+        provider_config: provider_config.map(Value::to_string),
+        context,
+        observed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use service_provider_sdk::contract::{ApiKind, Stage};
+
+    use super::*;
+
+    fn observation(scope: NamespaceScope, name: Option<&str>) -> Observation {
+        Observation {
+            id: "x".into(),
+            cluster: Cluster::Platform,
+            api: ApiKind {
+                group: "g.io".into(),
+                version: "v1".into(),
+                kind: "Thing".into(),
+                plural: "things".into(),
+                namespaced: true,
+            },
+            scope,
+            name: name.map(str::to_string),
+            stage: Stage::Always,
+            detail: Detail::Full,
+        }
+    }
+
+    fn ctx() -> Context {
+        let instance = Instance { name: "example".into(), namespace: "default".into(), generation: 1 };
+        context(&instance, "p", "pods", None, None)
+    }
+
+    #[test]
+    fn instance_needs_name_and_namespace() {
+        let ok = Instance::from_object(&json!({"metadata": {"name": "a", "namespace": "b", "generation": 4}})).unwrap();
+        assert_eq!(ok.generation, 4);
+        assert_eq!(ok.tenant_namespace(), names::tenant_namespace("a", "b").unwrap());
+        for bad in [json!({}), json!({"metadata": {"name": "a"}}), json!({"metadata": {"namespace": "b"}})] {
+            assert!(Instance::from_object(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn matching_checks_kind_name_and_scope() {
+        let c = ctx();
+        let tenant = c.tenant_namespace.clone();
+        let o = observation(NamespaceScope::Tenant, Some("one"));
+        let thing = |name: &str, ns: Option<&str>| {
+            let mut v = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": name}});
+            if let Some(ns) = ns {
+                v["metadata"]["namespace"] = json!(ns);
+            }
+            v
+        };
+        assert!(matches(&o, &c, &thing("one", Some(&tenant))));
+        assert!(matches(&o, &c, &thing("one", None)));
+        assert!(!matches(&o, &c, &thing("two", Some(&tenant))));
+        assert!(!matches(&o, &c, &thing("one", Some("elsewhere"))));
+        let mut other_kind = thing("one", None);
+        other_kind["kind"] = json!("Other");
+        assert!(!matches(&o, &c, &other_kind));
+        let cluster_scoped = observation(NamespaceScope::ClusterScoped, None);
+        assert!(matches(&cluster_scoped, &c, &thing("any", None)));
+        assert!(!matches(&cluster_scoped, &c, &thing("any", Some("ns"))));
+    }
+
+    #[test]
+    fn trimming_drops_managed_fields_and_keeps_metadata_only_when_asked() {
+        let obj = json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "n", "managedFields": [{}]}, "spec": {"a": 1}});
+        let full = trim(obj.clone(), Detail::Full);
+        assert!(full["metadata"].get("managedFields").is_none());
+        assert_eq!(full["spec"]["a"], 1);
+        let meta = trim(obj, Detail::Metadata);
+        assert!(meta.get("spec").is_none());
+        assert_eq!(meta["metadata"]["name"], "n");
+    }
+
+    #[test]
+    fn unreachable_clusters_and_other_stages_get_no_observation() {
+        let platform = observation(NamespaceScope::Tenant, None);
+        let mut control_plane = observation(NamespaceScope::ClusterScoped, None);
+        control_plane.id = "cp".into();
+        control_plane.cluster = Cluster::ControlPlane;
+        let mut cleanup_only = observation(NamespaceScope::Tenant, None);
+        cleanup_only.id = "late".into();
+        cleanup_only.stage = Stage::Cleanup;
+        let kind = platform.api.clone();
+        let descriptor = Descriptor {
+            name: "p".into(),
+            service: kind.clone(),
+            provider_config: kind,
+            finalizer: "f".into(),
+            crds: vec![],
+            access: Default::default(),
+            capabilities: vec![],
+            observations: vec![platform, control_plane, cleanup_only],
+        };
+        let mut c = ctx();
+        let thing = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": "a"}});
+        let ids = |v: Vec<Observed>| v.into_iter().map(|o| (o.id, o.objects.len())).collect::<Vec<_>>();
+        assert_eq!(ids(observed_from(&descriptor, &c, false, &[thing.clone()])), [("x".to_string(), 1)]);
+        c.control_plane = Some(KubeconfigRef { namespace: "n".into(), name: "s".into(), key: KUBECONFIG_KEY.into() });
+        assert_eq!(
+            ids(observed_from(&descriptor, &c, true, &[thing])),
+            [("x".to_string(), 1), ("cp".to_string(), 1), ("late".to_string(), 1)]
+        );
+    }
+}

@@ -1,0 +1,305 @@
+//! Asking the plugin for a plan, and holding it to its word.
+//!
+//! A plugin is untrusted code: whatever it asks the host to apply, copy or
+//! delete must be covered by the capability allow-list it declared in
+//! `describe()`, and must be a well-formed object on a cluster the host can
+//! reach for this instance. A violation fails the whole reconcile before
+//! anything is written.
+
+use serde_json::Value;
+use service_provider_sdk::contract::{
+    CleanupPlan, Cluster, Context, Descriptor, Input, ObjectRef, Plan, PlanError, SecretCopy, ServiceStatus,
+};
+
+use crate::Error;
+use crate::gather::{reachable, scope_namespace};
+use crate::sandbox::Plugin;
+
+/// A parsed desired object with its identity pulled out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub cluster: Cluster,
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub object: Value,
+}
+
+impl Manifest {
+    pub fn group(&self) -> &str {
+        group_of(&self.api_version)
+    }
+}
+
+/// The API group of an `apiVersion` (empty for the core group).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+/// A plan that passed the checks, with its objects parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedPlan {
+    pub manifests: Vec<Manifest>,
+    pub secret_copies: Vec<SecretCopy>,
+    pub status: ServiceStatus,
+    pub requeue_after_seconds: u32,
+}
+
+/// Calls `plan` and checks the result against the descriptor.
+pub fn reconcile(plugin: &Plugin, input: &Input) -> Result<Result<CheckedPlan, PlanError>, Error> {
+    match plugin.plan(input)? {
+        Ok(plan) => {
+            let manifests = check_plan(plugin.descriptor(), &input.context, &plan)?;
+            Ok(Ok(CheckedPlan {
+                manifests,
+                secret_copies: plan.secret_copies,
+                status: plan.status,
+                requeue_after_seconds: plan.requeue_after_seconds,
+            }))
+        }
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// Calls `cleanup` and checks the result against the descriptor.
+pub fn cleanup(plugin: &Plugin, input: &Input) -> Result<Result<CleanupPlan, PlanError>, Error> {
+    let result = plugin.cleanup(input)?;
+    if let Ok(CleanupPlan::Teardown(teardown)) = &result {
+        let d = plugin.descriptor();
+        for r in teardown.objects.iter().chain(&teardown.secret_copies) {
+            check_ref(d, &input.context, r)?;
+        }
+        for r in &teardown.secret_copies {
+            if r.kind != "Secret" || r.api_version != "v1" {
+                return Err(violation(d, format!("secret copy {} {} is not a v1 Secret", r.kind, r.name)));
+            }
+        }
+    }
+    Ok(result)
+}
+
+fn violation(descriptor: &Descriptor, message: String) -> Error {
+    Error::Contract { plugin: descriptor.name.clone(), message }
+}
+
+/// What a plugin asks the host to write to or delete.
+struct Target<'a> {
+    cluster: Cluster,
+    group: &'a str,
+    kind: &'a str,
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+impl Target<'_> {
+    fn describe(&self) -> String {
+        match self.namespace {
+            Some(ns) => format!("{} {ns}/{} on the {} cluster", self.kind, self.name, self.cluster),
+            None => format!("{} {} on the {} cluster", self.kind, self.name, self.cluster),
+        }
+    }
+}
+
+/// Whether the allow-list covers the target.
+fn allowed(descriptor: &Descriptor, context: &Context, t: &Target) -> bool {
+    descriptor.capabilities.iter().any(|c| {
+        c.cluster == t.cluster
+            && c.group == t.group
+            && c.kind == t.kind
+            && scope_namespace(&c.scope, context) == t.namespace
+            && (c.names.is_empty() || c.names.iter().any(|n| n == t.name))
+    })
+}
+
+/// `what` names the request in the error (an object, or a Secret copy).
+fn check_target(descriptor: &Descriptor, context: &Context, target: Target, what: &str) -> Result<(), Error> {
+    if !reachable(target.cluster, context) {
+        return Err(violation(
+            descriptor,
+            format!("{what} targets the {} cluster, which this instance has no access to", target.cluster),
+        ));
+    }
+    if !allowed(descriptor, context, &target) {
+        return Err(violation(descriptor, format!("{what} is not covered by its capability allow-list")));
+    }
+    Ok(())
+}
+
+fn check_ref(descriptor: &Descriptor, context: &Context, r: &ObjectRef) -> Result<(), Error> {
+    let target = Target {
+        cluster: r.cluster,
+        group: group_of(&r.api_version),
+        kind: &r.kind,
+        namespace: r.namespace.as_deref(),
+        name: &r.name,
+    };
+    let what = target.describe();
+    check_target(descriptor, context, target, &what)
+}
+
+/// Parses a desired object and pulls out its identity.
+pub fn manifest(descriptor: &Descriptor, cluster: Cluster, text: &str) -> Result<Manifest, Error> {
+    let object: Value = serde_json::from_str(text)
+        .map_err(|e| violation(descriptor, format!("a desired object is not valid JSON: {e}")))?;
+    let field = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let (Some(api_version), Some(kind), Some(name)) =
+        (field("/apiVersion"), field("/kind"), field("/metadata/name"))
+    else {
+        return Err(violation(descriptor, "a desired object lacks apiVersion, kind or metadata.name".into()));
+    };
+    Ok(Manifest {
+        cluster,
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        name: name.to_string(),
+        namespace: field("/metadata/namespace").map(str::to_string),
+        object: object.clone(),
+    })
+}
+
+/// Checks every object and copy of a plan.
+pub fn check_plan(descriptor: &Descriptor, context: &Context, plan: &Plan) -> Result<Vec<Manifest>, Error> {
+    let manifests = plan
+        .objects
+        .iter()
+        .map(|o| manifest(descriptor, o.cluster, &o.manifest))
+        .collect::<Result<Vec<_>, _>>()?;
+    for m in &manifests {
+        let target = Target {
+            cluster: m.cluster,
+            group: m.group(),
+            kind: &m.kind,
+            namespace: m.namespace.as_deref(),
+            name: &m.name,
+        };
+        let what = target.describe();
+        check_target(descriptor, context, target, &what)?;
+    }
+    for copy in &plan.secret_copies {
+        if copy.source_name.is_empty() || copy.target_name.is_empty() {
+            return Err(violation(descriptor, "a secret copy has an empty source or target name".into()));
+        }
+        let what = format!(
+            "copy of Secret {} to {}/{} on the {} cluster",
+            copy.source_name, copy.target_namespace, copy.target_name, copy.target_cluster
+        );
+        let target = Target {
+            cluster: copy.target_cluster,
+            group: "",
+            kind: "Secret",
+            namespace: Some(&copy.target_namespace),
+            name: &copy.target_name,
+        };
+        check_target(descriptor, context, target, &what)?;
+    }
+    Ok(manifests)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use service_provider_sdk::contract::{ApiKind, Capability, DesiredObject, KubeconfigRef, NamespaceScope};
+
+    use super::*;
+
+    fn descriptor() -> Descriptor {
+        let kind = ApiKind { group: "g".into(), version: "v1".into(), kind: "S".into(), plural: "s".into(), namespaced: true };
+        Descriptor {
+            name: "demo".into(),
+            service: kind.clone(),
+            provider_config: kind,
+            finalizer: "f".into(),
+            crds: vec![],
+            access: Default::default(),
+            capabilities: vec![
+                Capability { cluster: Cluster::Platform, group: "apps".into(), kind: "Deployment".into(), scope: NamespaceScope::Tenant, names: vec!["web".into()] },
+                Capability { cluster: Cluster::Platform, group: "".into(), kind: "Secret".into(), scope: NamespaceScope::Tenant, names: vec![] },
+                Capability { cluster: Cluster::ControlPlane, group: "".into(), kind: "Namespace".into(), scope: NamespaceScope::ClusterScoped, names: vec![] },
+            ],
+            observations: vec![],
+        }
+    }
+
+    fn context(control_plane: bool) -> Context {
+        Context {
+            provider_name: "demo".into(),
+            tenant_namespace: "mcp--t".into(),
+            pod_namespace: "pods".into(),
+            control_plane: control_plane.then(|| KubeconfigRef { namespace: "mcp--t".into(), name: "k".into(), key: "kubeconfig".into() }),
+            workload: None,
+        }
+    }
+
+    fn plan(objects: Vec<(Cluster, Value)>, copies: Vec<SecretCopy>) -> Plan {
+        Plan {
+            objects: objects.into_iter().map(|(cluster, v)| DesiredObject { cluster, manifest: v.to_string() }).collect(),
+            secret_copies: copies,
+            status: ServiceStatus { phase: "Ready".into(), conditions: vec![], resources: None },
+            requeue_after_seconds: 60,
+        }
+    }
+
+    fn deployment(name: &str, ns: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns}})
+    }
+
+    fn copy(cluster: Cluster, ns: &str) -> SecretCopy {
+        SecretCopy { source_name: "src".into(), target_cluster: cluster, target_namespace: ns.into(), target_name: "dst".into(), required_type: None }
+    }
+
+    #[test]
+    fn allowed_objects_pass_and_are_parsed() {
+        let p = plan(
+            vec![(Cluster::Platform, deployment("web", "mcp--t")), (Cluster::ControlPlane, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}))],
+            vec![copy(Cluster::Platform, "mcp--t")],
+        );
+        let manifests = check_plan(&descriptor(), &context(true), &p).unwrap();
+        assert_eq!(manifests[0].group(), "apps");
+        assert_eq!(manifests[1].group(), "");
+        assert_eq!(manifests[1].namespace, None);
+    }
+
+    #[test]
+    fn objects_outside_the_allow_list_are_refused() {
+        let d = descriptor();
+        let c = context(true);
+        for (cluster, obj) in [
+            (Cluster::Platform, deployment("other", "mcp--t")),
+            (Cluster::Platform, deployment("web", "kube-system")),
+            (Cluster::Onboarding, deployment("web", "mcp--t")),
+            (Cluster::Platform, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "mcp--t"}})),
+        ] {
+            let err = check_plan(&d, &c, &plan(vec![(cluster, obj.clone())], vec![])).unwrap_err();
+            assert!(err.to_string().contains("capability allow-list"), "{obj}: {err}");
+            assert!(err.to_string().starts_with("plugin demo violated its contract"), "{err}");
+        }
+    }
+
+    #[test]
+    fn copies_are_checked_like_objects() {
+        let err = check_plan(&descriptor(), &context(true), &plan(vec![], vec![copy(Cluster::Platform, "default")])).unwrap_err();
+        assert!(err.to_string().contains("copy of Secret src to default/dst"), "{err}");
+    }
+
+    #[test]
+    fn unreachable_clusters_are_refused() {
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
+        let err = check_plan(&descriptor(), &context(false), &plan(vec![(Cluster::ControlPlane, ns)], vec![])).unwrap_err();
+        assert!(err.to_string().contains("no access"), "{err}");
+    }
+
+    #[test]
+    fn malformed_manifests_are_refused() {
+        for bad in ["not json", "{}", r#"{"apiVersion":"v1","kind":"Namespace","metadata":{}}"#] {
+            let p = Plan { objects: vec![DesiredObject { cluster: Cluster::Platform, manifest: bad.into() }], ..plan(vec![], vec![]) };
+            assert!(check_plan(&descriptor(), &context(true), &p).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn groups_come_from_api_versions() {
+        assert_eq!(group_of("v1"), "");
+        assert_eq!(group_of("helm.toolkit.fluxcd.io/v2"), "helm.toolkit.fluxcd.io");
+    }
+}

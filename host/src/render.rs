@@ -1,0 +1,190 @@
+//! `service-provider-host render`: the reconcile data path with files instead
+//! of clusters. It shows a plugin author (or an operator reviewing a
+//! ProviderConfig change) exactly what the host would apply, copy, delete and
+//! write as status, without any cluster.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use service_provider_sdk::contract::{CleanupPlan, Descriptor, KubeconfigRef, PlanError, SecretCopy, ServiceStatus};
+
+use crate::gather::{self, Instance, KUBECONFIG_KEY};
+use crate::plan::{self, Manifest};
+use crate::sandbox::Plugin;
+use crate::{Error, status};
+
+/// Everything `render` needs besides the plugin.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub object: PathBuf,
+    pub provider_config: Option<PathBuf>,
+    pub observed: Option<PathBuf>,
+    pub deleting: bool,
+    pub pod_namespace: String,
+    /// Defaults to the ProviderConfig's name, then the plugin's name.
+    pub provider_name: Option<String>,
+    /// Name of the ControlPlane kubeconfig Secret (the AccessRequest's
+    /// `status.secretRef`); defaults to the AccessRequest's name.
+    pub control_plane_secret: Option<String>,
+    /// Render as if ControlPlane access were not (or no longer) granted.
+    pub without_control_plane: bool,
+}
+
+/// Reads one YAML or JSON document.
+pub fn read_document(path: &Path) -> Result<Value, Error> {
+    let mut docs = read_documents(path)?;
+    match docs.len() {
+        1 => Ok(docs.remove(0)),
+        n => Err(Error::Parse { path: path.to_path_buf(), message: format!("expected one document, found {n}") }),
+    }
+}
+
+/// Reads all YAML or JSON documents of a file (JSON is valid YAML).
+pub fn read_documents(path: &Path) -> Result<Vec<Value>, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .map_err(|e| Error::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// All documents of the `.yaml`, `.yml` and `.json` files in a directory,
+/// in file-name order.
+fn read_dir(dir: &Path) -> Result<Vec<Value>, Error> {
+    let io = |source| Error::Io { path: dir.to_path_buf(), source };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    files.retain(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")));
+    files.sort();
+    let mut objects = Vec::new();
+    for file in files {
+        objects.extend(read_documents(&file)?);
+    }
+    Ok(objects)
+}
+
+fn copy_json(c: &SecretCopy) -> Value {
+    json!({
+        "source": {"cluster": "platform", "namespace": "<pod namespace>", "name": c.source_name},
+        "target": {"cluster": c.target_cluster, "namespace": c.target_namespace, "name": c.target_name},
+        "requiredType": c.required_type,
+    })
+}
+
+/// The steps the host performs, in its order: Namespaces first, then the
+/// Secret copies (which may need those namespaces), then everything else in
+/// the plugin's order.
+pub fn steps(manifests: &[Manifest], copies: &[SecretCopy]) -> Vec<Value> {
+    let apply = |m: &Manifest| json!({"apply": {"cluster": m.cluster, "object": m.object}});
+    let (namespaces, rest): (Vec<&Manifest>, Vec<&Manifest>) =
+        manifests.iter().partition(|m| m.kind == "Namespace" && m.api_version == "v1");
+    namespaces
+        .into_iter()
+        .map(apply)
+        .chain(copies.iter().map(|c| json!({"copySecret": copy_json(c)})))
+        .chain(rest.into_iter().map(apply))
+        .collect()
+}
+
+/// The message the host shows when the ProviderConfig does not exist.
+pub fn missing_provider_config(descriptor: &Descriptor, name: &str) -> String {
+    format!(
+        "No ProviderConfig found: create the cluster-scoped {} {name:?} ({}) on the platform cluster",
+        descriptor.provider_config.kind,
+        descriptor.provider_config.api_version()
+    )
+}
+
+/// Renders what the host would do, as one JSON document.
+pub fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
+    let descriptor = plugin.descriptor();
+    let object = read_document(&request.object)?;
+    let instance = Instance::from_object(&object)?;
+    let provider_config = request.provider_config.as_deref().map(read_document).transpose()?;
+    let observed_objects = request.observed.as_deref().map(read_dir).transpose()?.unwrap_or_default();
+    let provider_name = request
+        .provider_name
+        .clone()
+        .or_else(|| {
+            provider_config
+                .as_ref()
+                .and_then(|pc| pc.pointer("/metadata/name"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| descriptor.name.clone());
+
+    let tenant = instance.tenant_namespace();
+    let control_plane = (!request.without_control_plane).then(|| KubeconfigRef {
+        namespace: tenant.clone(),
+        name: request.control_plane_secret.clone().unwrap_or_else(|| instance.access_request_name(descriptor)),
+        key: KUBECONFIG_KEY.into(),
+    });
+    let context = gather::context(&instance, &provider_name, &request.pod_namespace, control_plane, None);
+    let observed = gather::observed_from(descriptor, &context, request.deleting, &observed_objects);
+    let input = gather::input(&object, provider_config.as_ref(), context, observed);
+
+    let mut doc = json!({
+        "instance": {
+            "name": instance.name,
+            "namespace": instance.namespace,
+            "generation": instance.generation,
+            "tenantNamespace": tenant,
+            "controlPlaneAccessRequest": instance.access_request_name(descriptor),
+        },
+        "call": if request.deleting { "cleanup" } else { "plan" },
+    });
+    let outcome: ServiceStatus = if request.deleting {
+        match plan::cleanup(plugin, &input)? {
+            Ok(CleanupPlan::Blocked(b)) => {
+                doc["result"] = json!("blocked");
+                doc["message"] = json!(b.message);
+                doc["requeueAfterSeconds"] = json!(b.requeue_after_seconds);
+                ServiceStatus { resources: b.resources, ..status::terminating(b.message) }
+            }
+            Ok(CleanupPlan::Teardown(t)) => {
+                doc["result"] = json!("teardown");
+                doc["delete"] = serde_json::to_value(&t.objects)?;
+                doc["deleteSecretCopies"] = serde_json::to_value(&t.secret_copies)?;
+                ServiceStatus { resources: t.resources, ..status::terminating("Cleanup in progress") }
+            }
+            Err(e) => plan_error(&mut doc, &e, true),
+        }
+    } else if provider_config.is_none() {
+        let message = missing_provider_config(descriptor, &provider_name);
+        doc["result"] = json!("no-provider-config");
+        doc["message"] = json!(message);
+        status::reconcile_error(message)
+    } else {
+        match plan::reconcile(plugin, &input)? {
+            Ok(p) => {
+                doc["result"] = json!("planned");
+                doc["steps"] = Value::Array(steps(&p.manifests, &p.secret_copies));
+                doc["requeueAfterSeconds"] = json!(p.requeue_after_seconds);
+                p.status
+            }
+            Err(e) => plan_error(&mut doc, &e, false),
+        }
+    };
+    let current = object.get("status");
+    doc["status"] = status::next(current, instance.generation, &outcome, &status::now());
+    Ok(doc)
+}
+
+fn plan_error(doc: &mut Value, error: &PlanError, deleting: bool) -> ServiceStatus {
+    let message = error.to_string();
+    match error {
+        PlanError::InvalidInput(i) => {
+            doc["result"] = json!("invalid-input");
+            doc["requeueAfterSeconds"] = json!(i.requeue_after_seconds);
+        }
+        PlanError::Transient(_) => {
+            doc["result"] = json!("transient-error");
+            doc["retry"] = json!("with backoff");
+        }
+    }
+    doc["message"] = json!(message);
+    if deleting { status::terminating_error(message) } else { status::reconcile_error(message) }
+}

@@ -1,0 +1,54 @@
+//! On-disk cache of precompiled components.
+//!
+//! Compiling a plugin with Cranelift costs a noticeable fraction of a second
+//! (seconds in a debug build); loading a precompiled artifact costs about a
+//! millisecond. Artifacts are keyed by the SHA-256 of the component and the
+//! engine's compatibility hash (wasmtime version and configuration), so a
+//! different plugin, wasmtime or engine setting never loads a stale one.
+//!
+//! Loading an artifact is `unsafe` in wasmtime because it is only lightly
+//! validated. This cache only ever loads files it wrote itself under a
+//! content-derived name; operators must give it a directory nobody else can
+//! write to.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::chain;
+use crate::Error;
+
+/// The artifact file for this component and engine.
+fn artifact_path(engine: &Engine, wasm: &[u8], dir: &Path) -> PathBuf {
+    let digest: String = Sha256::digest(wasm).iter().map(|b| format!("{b:02x}")).collect();
+    let mut hasher = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
+}
+
+pub(super) fn load_or_compile(engine: &Engine, wasm: &[u8], dir: &Path) -> Result<Component, Error> {
+    let path = artifact_path(engine, wasm, dir);
+    if path.is_file() {
+        // SAFETY: the file was produced by `precompile_component` below, for
+        // these exact bytes and this engine configuration (see module docs).
+        if let Ok(component) = unsafe { Component::deserialize_file(engine, &path) } {
+            return Ok(component);
+        }
+        // Unreadable or incompatible: fall through and replace it.
+    }
+    let artifact = engine
+        .precompile_component(wasm)
+        .map_err(|e| Error::Plugin(format!("compiling the component: {}", chain(&e))))?;
+    let io = |source| Error::Io { path: path.clone(), source };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    // Write then rename, so a concurrent reader never sees half a file.
+    let partial = path.with_extension(format!("partial-{}", std::process::id()));
+    std::fs::write(&partial, &artifact).map_err(io)?;
+    std::fs::rename(&partial, &path).map_err(io)?;
+    // SAFETY: as above; we just wrote these bytes.
+    unsafe { Component::deserialize(engine, &artifact) }
+        .map_err(|e| Error::Plugin(format!("loading the precompiled component: {}", chain(&e))))
+}
