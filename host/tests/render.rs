@@ -1,0 +1,195 @@
+//! `service-provider-host render` end to end: the binary, the Kro component
+//! and the seed's examples under `examples/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn plugin() -> PathBuf {
+    let path = std::env::var_os("KRO_PLUGIN_WASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/wasm32-wasip2/plugin/guest_kro.wasm"));
+    assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
+    path
+}
+
+/// A per-test-binary cache, so only the first render compiles the component.
+fn cache() -> PathBuf {
+    std::env::temp_dir().join(format!("sp-host-render-test-{}", std::process::id()))
+}
+
+fn render(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .arg("render")
+        .arg("--plugin")
+        .arg(plugin())
+        .arg("--plugin-cache-dir")
+        .arg(cache())
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn render_json(args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let (ok, stdout, stderr) = render(&all);
+    assert!(ok, "render failed: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}"))
+}
+
+fn applied<'a>(doc: &'a Value, kind: &str) -> &'a Value {
+    doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s.pointer("/apply/object").filter(|o| o["kind"] == kind))
+        .unwrap_or_else(|| panic!("no {kind} applied in {doc:#}"))
+}
+
+fn temp_file(name: &str, content: &str) -> PathBuf {
+    let dir = cache().join("inputs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn the_seed_example_renders_flux_objects_and_secret_copies() {
+    let doc = render_json(&["--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"]);
+    assert_eq!(doc["result"], "planned");
+    let tenant = doc["instance"]["tenantNamespace"].as_str().unwrap();
+    assert!(tenant.starts_with("mcp--"));
+
+    let repo = applied(&doc, "OCIRepository");
+    assert_eq!(repo["metadata"]["namespace"], tenant);
+    assert_eq!(repo["spec"]["ref"]["tag"], "0.9.3");
+    assert_eq!(repo["spec"]["secretRef"]["name"], "sp-kro-my-registry-secret");
+    let release = applied(&doc, "HelmRelease");
+    assert_eq!(release["spec"]["targetNamespace"], "kro-system");
+    assert_eq!(release["spec"]["chartRef"]["name"], "kro-oci-repository");
+
+    let copies: Vec<&Value> = doc["steps"].as_array().unwrap().iter().filter_map(|s| s.get("copySecret")).collect();
+    assert_eq!(copies.len(), 2);
+    assert_eq!(copies[0]["target"]["name"], "sp-kro-my-registry-secret");
+    assert_eq!(copies[1]["target"]["cluster"], "control-plane");
+    assert_eq!(copies[1]["target"]["namespace"], "kro-system");
+
+    // Host order: namespaces, then copies, then the rest.
+    let order: Vec<String> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.pointer("/apply/object/kind").and_then(Value::as_str).unwrap_or("copy").to_string())
+        .collect();
+    assert_eq!(order, ["Namespace", "copy", "copy", "OCIRepository", "HelmRelease"]);
+
+    assert_eq!(doc["status"]["phase"], "Progressing");
+    assert_eq!(doc["requeueAfterSeconds"], 300);
+}
+
+#[test]
+fn ready_flux_objects_render_a_ready_status() {
+    let doc = render_json(&[
+        "--object", "examples/kro.yaml",
+        "--provider-config", "examples/providerconfig.yaml",
+        "--observed", "examples/observed/ready",
+    ]);
+    assert_eq!(doc["status"]["phase"], "Ready");
+    assert_eq!(doc["status"]["conditions"][0]["reason"], "ReconcileSuccess");
+}
+
+#[test]
+fn an_unknown_version_renders_progressing_with_the_offered_versions() {
+    let doc = render_json(&["--object", "examples/kro-unknown-version.yaml", "--provider-config", "examples/providerconfig.yaml"]);
+    assert_eq!(doc["result"], "invalid-input");
+    assert!(doc.get("steps").is_none(), "nothing is applied");
+    let status = &doc["status"];
+    assert_eq!(status["phase"], "Progressing");
+    assert_eq!(status["observedGeneration"], 2);
+    let ready = &status["conditions"][0];
+    assert_eq!(ready["type"], "Ready");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "ReconcileError");
+    assert!(ready["message"].as_str().unwrap().ends_with("available versions are: v0.9.1, v0.9.3"), "{ready}");
+}
+
+#[test]
+fn deletion_renders_blocked_then_teardown() {
+    let blocked = render_json(&[
+        "--object", "examples/kro.yaml",
+        "--provider-config", "examples/providerconfig.yaml",
+        "--observed", "examples/observed/rgds",
+        "--deleting",
+    ]);
+    assert_eq!(blocked["result"], "blocked");
+    assert_eq!(blocked["status"]["phase"], "Terminating");
+    assert!(blocked["message"].as_str().unwrap().contains("waiting for 2 kro ResourceGraphDefinition(s)"));
+
+    let teardown = render_json(&["--object", "examples/kro.yaml", "--deleting", "--without-control-plane"]);
+    assert_eq!(teardown["result"], "teardown");
+    let kinds: Vec<&str> = teardown["delete"].as_array().unwrap().iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["HelmRelease", "OCIRepository"]);
+    assert_eq!(teardown["status"]["phase"], "Terminating");
+}
+
+#[test]
+fn a_missing_provider_config_is_actionable() {
+    let doc = render_json(&["--object", "examples/kro.yaml"]);
+    assert_eq!(doc["result"], "no-provider-config");
+    let message = doc["status"]["conditions"][0]["message"].as_str().unwrap();
+    assert!(message.contains("ProviderConfig \"kro\""), "{message}");
+    assert!(message.contains("platform cluster"), "{message}");
+}
+
+#[test]
+fn malformed_helm_values_are_a_clear_status_message() {
+    let pc = std::fs::read_to_string(root().join("examples/providerconfig.yaml"))
+        .unwrap()
+        .replace("imagePullSecrets:\n          - name: my-registry-secret", "imagePullSecrets: my-registry-secret");
+    assert!(pc.contains("imagePullSecrets: my-registry-secret"));
+    let path = temp_file("bad-values.yaml", &pc);
+    let doc = render_json(&["--object", "examples/kro.yaml", "--provider-config", s(&path)]);
+    assert_eq!(doc["result"], "invalid-input");
+    let message = doc["message"].as_str().unwrap();
+    assert!(message.starts_with("failed to parse helm values: "), "{message}");
+}
+
+#[test]
+fn a_malformed_object_is_a_clear_error_not_a_crash() {
+    let wrong_type = temp_file("wrong-type.yaml", "apiVersion: kro.services.open-control-plane.io/v1alpha1\nkind: Kro\nmetadata:\n  name: a\n  namespace: b\nspec:\n  version: [1, 2]\n");
+    let doc = render_json(&["--object", s(&wrong_type), "--provider-config", "examples/providerconfig.yaml"]);
+    assert_eq!(doc["result"], "invalid-input");
+    assert!(doc["message"].as_str().unwrap().starts_with("invalid Kro object: "), "{doc}");
+
+    let no_name = temp_file("no-name.yaml", "kind: Kro\nspec:\n  version: v0.9.3\n");
+    let (ok, _, stderr) = render(&["--object", s(&no_name), "--provider-config", "examples/providerconfig.yaml"]);
+    assert!(!ok);
+    assert!(stderr.contains("metadata.name is missing"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let not_yaml = temp_file("not-yaml.yaml", "spec: [unclosed\n");
+    let (ok, _, stderr) = render(&["--object", s(&not_yaml)]);
+    assert!(!ok);
+    assert!(stderr.contains("not-yaml.yaml"), "{stderr}");
+}
+
+#[test]
+fn yaml_is_the_default_output() {
+    let (ok, stdout, stderr) = render(&["--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"]);
+    assert!(ok, "{stderr}");
+    let doc: Value = serde_saphyr::from_str(&stdout).expect("YAML");
+    assert_eq!(doc["result"], "planned");
+}
