@@ -147,7 +147,10 @@ impl Cluster {
             format!("--client-ca-file={}", p(&pki_files.ca_cert)),
             format!("--service-account-issuer=https://127.0.0.1:{api_port}/"),
             format!("--service-account-key-file={}", p(&pki_files.sa_public_key)),
-            format!("--service-account-signing-key-file={}", p(&pki_files.sa_private_key)),
+            format!(
+                "--service-account-signing-key-file={}",
+                p(&pki_files.sa_private_key)
+            ),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--authorization-mode=RBAC".into(),
             // No token controller runs, so pods would lack a default SA.
@@ -165,9 +168,17 @@ impl Cluster {
         let server = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = render_kubeconfig(name, &server, &pki);
         let kubeconfig_path = dir.path().join("kubeconfig.yaml");
-        std::fs::write(&kubeconfig_path, &kubeconfig).map_err(|e| Error::io(&kubeconfig_path, e))?;
+        std::fs::write(&kubeconfig_path, &kubeconfig)
+            .map_err(|e| Error::io(&kubeconfig_path, e))?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
-        wait_for_readyz(&client, &mut apiserver, &mut etcd, deadline, options.start_timeout).await?;
+        wait_for_readyz(
+            &client,
+            &mut apiserver,
+            &mut etcd,
+            deadline,
+            options.start_timeout,
+        )
+        .await?;
         create_marker(&client, name).await?;
 
         Ok(Self {
@@ -361,7 +372,9 @@ async fn wait_for_readyz(
         let request = http::Request::get("/readyz")
             .body(Vec::new())
             .map_err(|e| Error::Other(e.to_string()))?;
-        let last = match tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await {
+        let last = match tokio::time::timeout(Duration::from_secs(5), client.request_text(request))
+            .await
+        {
             Ok(Ok(body)) if body.trim() == "ok" => return Ok(()),
             Ok(Ok(body)) => body,
             Ok(Err(e)) => e.to_string(),

@@ -12,9 +12,9 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
-use kube::Client;
 
 use crate::error::{Error, Result};
 
@@ -129,12 +129,18 @@ impl Crd {
             message: m.to_string(),
         };
         let spec = &self.manifest["spec"];
-        let group = spec["group"].as_str().ok_or_else(|| invalid("no spec.group"))?;
-        let kind = spec["names"]["kind"].as_str().ok_or_else(|| invalid("no spec.names.kind"))?;
+        let group = spec["group"]
+            .as_str()
+            .ok_or_else(|| invalid("no spec.group"))?;
+        let kind = spec["names"]["kind"]
+            .as_str()
+            .ok_or_else(|| invalid("no spec.names.kind"))?;
         let plural = spec["names"]["plural"]
             .as_str()
             .ok_or_else(|| invalid("no spec.names.plural"))?;
-        let versions = spec["versions"].as_array().ok_or_else(|| invalid("no spec.versions"))?;
+        let versions = spec["versions"]
+            .as_array()
+            .ok_or_else(|| invalid("no spec.versions"))?;
         let version = versions
             .iter()
             .find(|v| v["storage"].as_bool() == Some(true))
@@ -150,10 +156,11 @@ impl Crd {
 
 /// Parses every CRD document in a YAML file.
 pub fn parse_crds(text: &str, origin: &str, default_purpose: Option<Purpose>) -> Result<Vec<Crd>> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).map_err(|e| Error::Yaml {
-        origin: origin.to_string(),
-        message: e.to_string(),
-    })?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(text).map_err(|e| Error::Yaml {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
     let mut crds = Vec::new();
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         if doc["kind"] != "CustomResourceDefinition" {
@@ -221,7 +228,10 @@ pub fn third_party_crds() -> Result<Vec<Crd>> {
 pub fn crds_for(purpose: Purpose) -> Result<Vec<Crd>> {
     let mut all = project_crds()?;
     all.extend(third_party_crds()?);
-    Ok(all.into_iter().filter(|c| c.purpose == Some(purpose)).collect())
+    Ok(all
+        .into_iter()
+        .filter(|c| c.purpose == Some(purpose))
+        .collect())
 }
 
 fn go_binary() -> PathBuf {
@@ -230,7 +240,11 @@ fn go_binary() -> PathBuf {
     }
     let on_path = std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("go").is_file()));
-    if on_path { PathBuf::from("go") } else { PathBuf::from("/usr/local/go/bin/go") }
+    if on_path {
+        PathBuf::from("go")
+    } else {
+        PathBuf::from("/usr/local/go/bin/go")
+    }
 }
 
 /// `.Dir` of `go mod download -json MODULE@VERSION` (memoized per process).
@@ -253,20 +267,27 @@ pub fn go_module_dir(module: &str, version: &str) -> Result<PathBuf> {
             command: command.clone(),
             message: format!("{e} (is Go installed? set {ENV_GO})"),
         })?;
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|e| Error::Command {
-        command: command.clone(),
-        message: format!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)),
-    })?;
+    let json: serde_json::Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| Error::Command {
+            command: command.clone(),
+            message: format!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)),
+        })?;
     if let Some(err) = json["Error"].as_str() {
         return Err(Error::Command {
             command,
             message: err.to_string(),
         });
     }
-    let dir = json["Dir"].as_str().filter(|d| !d.is_empty()).ok_or_else(|| Error::Command {
-        command: command.clone(),
-        message: format!("no .Dir in output; stderr: {}", String::from_utf8_lossy(&output.stderr)),
-    })?;
+    let dir = json["Dir"]
+        .as_str()
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| Error::Command {
+            command: command.clone(),
+            message: format!(
+                "no .Dir in output; stderr: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        })?;
     let dir = PathBuf::from(dir);
     crate::process::lock_unpoisoned(cache).insert(key, dir.clone());
     Ok(dir)
@@ -278,7 +299,8 @@ pub async fn install(client: &Client, crds: &[Crd], timeout: Duration) -> Result
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply("envtest").force();
     for crd in crds {
-        api.patch(&crd.name, &params, &Patch::Apply(&crd.manifest)).await?;
+        api.patch(&crd.name, &params, &Patch::Apply(&crd.manifest))
+            .await?;
     }
     let deadline = Instant::now() + timeout;
     for crd in crds {
@@ -293,7 +315,10 @@ pub fn is_established(crd: &CustomResourceDefinition) -> bool {
     crd.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
 }
 
 async fn wait_established(
@@ -320,7 +345,12 @@ async fn wait_established(
 
 /// Established does not yet mean discovery serves the resource; a list
 /// call succeeding does.
-async fn wait_served(client: &Client, crd: &Crd, deadline: Instant, timeout: Duration) -> Result<()> {
+async fn wait_served(
+    client: &Client,
+    crd: &Crd,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<()> {
     let resource = crd.api_resource()?;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     loop {

@@ -56,6 +56,20 @@ pub struct TestEnv {
 impl TestEnv {
     /// Starts the three clusters in parallel and installs the CRDs.
     pub async fn start() -> Result<Self> {
+        crate::bins::Binaries::locate()?; // fail fast with the build-script hint
+        // Resolve all CRD files first (may download Go modules): fails fast,
+        // before any server is started, when Go or a module is missing.
+        let [platform_crds, onboarding_crds, control_plane_crds] =
+            tokio::task::spawn_blocking(|| -> Result<[Vec<crds::Crd>; 3]> {
+                Ok([
+                    crds::crds_for(Purpose::Platform)?,
+                    crds::crds_for(Purpose::Onboarding)?,
+                    crds::crds_for(Purpose::ControlPlane)?,
+                ])
+            })
+            .await
+            .map_err(|e| Error::Other(format!("CRD resolution task failed: {e}")))??;
+
         let started = Instant::now();
         let (platform, onboarding, control_plane) = tokio::try_join!(
             Cluster::start(ClusterOptions::new("platform")),
@@ -66,14 +80,13 @@ impl TestEnv {
 
         let started = Instant::now();
         let timeout = Duration::from_secs(60);
-        let install = async |cluster: &Cluster, purpose: Purpose| -> Result<()> {
-            let crds = crds::crds_for(purpose)?;
-            crds::install(&cluster.client().await?, &crds, timeout).await
+        let install = async |cluster: &Cluster, crds: &[crds::Crd]| -> Result<()> {
+            crds::install(&cluster.client().await?, crds, timeout).await
         };
         tokio::try_join!(
-            install(&platform, Purpose::Platform),
-            install(&onboarding, Purpose::Onboarding),
-            install(&control_plane, Purpose::ControlPlane),
+            install(&platform, &platform_crds),
+            install(&onboarding, &onboarding_crds),
+            install(&control_plane, &control_plane_crds),
         )?;
         Ok(Self {
             platform,
@@ -112,5 +125,7 @@ pub async fn shared() -> Result<&'static TestEnv> {
             }
         })
         .await;
-    result.as_ref().map_err(|e| Error::SharedStartFailed(e.clone()))
+    result
+        .as_ref()
+        .map_err(|e| Error::SharedStartFailed(e.clone()))
 }

@@ -230,7 +230,11 @@ impl OpenMcpSimulator {
 
     /// Like [`Self::start`], from kubeconfig text (e.g. for a demo that did
     /// not start the clusters itself).
-    pub fn start_with(platform_kubeconfig: &str, onboarding: TargetCluster, options: SimulatorOptions) -> Self {
+    pub fn start_with(
+        platform_kubeconfig: &str,
+        onboarding: TargetCluster,
+        options: SimulatorOptions,
+    ) -> Self {
         let state = State {
             namespaces: options.provider_namespaces.iter().cloned().collect(),
             ..State::default()
@@ -271,8 +275,14 @@ impl OpenMcpSimulator {
     /// whose cluster is `cluster`: creates the tenant namespace and a
     /// Granted ClusterRequest `name` (purpose `mcp`) in it. Returns the
     /// tenant namespace.
-    pub async fn register_control_plane(&self, name: &str, namespace: &str, cluster: &Cluster) -> Result<String> {
-        self.register_control_plane_with(name, namespace, cluster.into()).await
+    pub async fn register_control_plane(
+        &self,
+        name: &str,
+        namespace: &str,
+        cluster: &Cluster,
+    ) -> Result<String> {
+        self.register_control_plane_with(name, namespace, cluster.into())
+            .await
     }
 
     /// [`Self::register_control_plane`] from kubeconfig text.
@@ -287,7 +297,10 @@ impl OpenMcpSimulator {
         let client = client_from_kubeconfig(&self.shared.platform_kubeconfig).await?;
         let labels = BTreeMap::from([
             ("core.openmcp.cloud/mcp-name".to_string(), name.to_string()),
-            ("core.openmcp.cloud/mcp-namespace".to_string(), namespace.to_string()),
+            (
+                "core.openmcp.cloud/mcp-namespace".to_string(),
+                namespace.to_string(),
+            ),
             ("openmcp.cloud/managed-by".to_string(), MANAGER.to_string()),
         ]);
         ensure_namespace(&client, &tenant, labels).await?;
@@ -326,7 +339,9 @@ impl OpenMcpSimulator {
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
-        lock_unpoisoned(&self.shared.state).control_planes.remove(&tenant);
+        lock_unpoisoned(&self.shared.state)
+            .control_planes
+            .remove(&tenant);
         Ok(())
     }
 
@@ -341,7 +356,11 @@ impl OpenMcpSimulator {
     }
 }
 
-async fn ensure_namespace(client: &Client, name: &str, labels: BTreeMap<String, String>) -> Result<()> {
+async fn ensure_namespace(
+    client: &Client,
+    name: &str,
+    labels: BTreeMap<String, String>,
+) -> Result<()> {
     let api: Api<Namespace> = Api::all(client.clone());
     let ns = Namespace {
         metadata: ObjectMeta {
@@ -359,7 +378,11 @@ async fn ensure_namespace(client: &Client, name: &str, labels: BTreeMap<String, 
 }
 
 async fn reconcile_round(client: &Client, shared: &Shared) -> Result<()> {
-    let namespaces: Vec<String> = lock_unpoisoned(&shared.state).namespaces.iter().cloned().collect();
+    let namespaces: Vec<String> = lock_unpoisoned(&shared.state)
+        .namespaces
+        .iter()
+        .cloned()
+        .collect();
     let mut first_error = None;
     for ns in namespaces {
         if let Err(e) = reconcile_namespace(client, shared, &ns).await {
@@ -402,11 +425,15 @@ fn is_granted(phase: &str, observed: i64, generation: Option<i64>) -> bool {
     phase == "Granted" && Some(observed) == generation
 }
 
-async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterRequest, cluster: &str) -> Result<()> {
-    if let Some(s) = &request.status {
-        if is_granted(&s.phase, s.observed_generation, request.metadata.generation) {
-            return Ok(());
-        }
+async fn grant_cluster_request(
+    api: &Api<ClusterRequest>,
+    request: &ClusterRequest,
+    cluster: &str,
+) -> Result<()> {
+    if let Some(s) = &request.status
+        && is_granted(&s.phase, s.observed_generation, request.metadata.generation)
+    {
+        return Ok(());
     }
     let status = json!({
         "status": {
@@ -415,19 +442,31 @@ async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterReque
             "cluster": { "name": cluster, "namespace": CLUSTER_NAMESPACE },
         }
     });
-    api.patch_status(&request.name_any(), &PatchParams::default(), &Patch::Merge(&status))
-        .await?;
+    api.patch_status(
+        &request.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await?;
     Ok(())
 }
 
 /// Resolves the cluster an AccessRequest should get, or `None` to wait.
-async fn target_for_access(client: &Client, shared: &Shared, ar: &AccessRequest) -> Result<Option<TargetCluster>> {
+async fn target_for_access(
+    client: &Client,
+    shared: &Shared,
+    ar: &AccessRequest,
+) -> Result<Option<TargetCluster>> {
     if let Some(NamespacedRef { name, .. }) = &ar.spec.cluster_ref {
         if *name == shared.onboarding.name {
             return Ok(Some(shared.onboarding.clone()));
         }
         let state = lock_unpoisoned(&shared.state);
-        return Ok(state.control_planes.values().find(|c| c.name == *name).cloned());
+        return Ok(state
+            .control_planes
+            .values()
+            .find(|c| c.name == *name)
+            .cloned());
     }
     let Some(NamespacedRef { name, namespace }) = &ar.spec.request_ref else {
         return Ok(None);
@@ -440,7 +479,11 @@ async fn target_for_access(client: &Client, shared: &Shared, ar: &AccessRequest)
         .status
         .as_ref()
         .is_some_and(|s| is_granted(&s.phase, s.observed_generation, request.metadata.generation));
-    Ok(if granted { target_for_request(shared, &request) } else { None })
+    Ok(if granted {
+        target_for_request(shared, &request)
+    } else {
+        None
+    })
 }
 
 async fn reconcile_access_request(
@@ -467,17 +510,19 @@ async fn reconcile_access_request(
             .iter()
             .filter(|f| {
                 *f != SIMULATOR_FINALIZER
-                    && !(shared.options.remove_clusteraccess_finalizer && *f == CLUSTER_ACCESS_FINALIZER)
+                    && !(shared.options.remove_clusteraccess_finalizer
+                        && *f == CLUSTER_ACCESS_FINALIZER)
             })
             .collect();
         set_finalizers(api, ar, &remaining).await?;
         return Ok(());
     }
 
-    if let Some(s) = &ar.status {
-        if is_granted(&s.phase, s.observed_generation, ar.metadata.generation) && s.secret_ref.is_some() {
-            return Ok(());
-        }
+    if let Some(s) = &ar.status
+        && is_granted(&s.phase, s.observed_generation, ar.metadata.generation)
+        && s.secret_ref.is_some()
+    {
+        return Ok(());
     }
     let Some(target) = target_for_access(client, shared, ar).await? else {
         return Ok(()); // stays pending until its ClusterRequest is granted
@@ -495,7 +540,10 @@ async fn reconcile_access_request(
             namespace: Some(ns.clone()),
             labels: Some(BTreeMap::from([
                 ("openmcp.cloud/managed-by".to_string(), MANAGER.to_string()),
-                ("envtest.openmcp.cloud/cluster".to_string(), target.name.clone()),
+                (
+                    "envtest.openmcp.cloud/cluster".to_string(),
+                    target.name.clone(),
+                ),
             ])),
             ..Default::default()
         },
@@ -507,7 +555,11 @@ async fn reconcile_access_request(
         ..Default::default()
     };
     secrets
-        .patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&secret))
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
         .await?;
     let status = json!({
         "status": {
@@ -524,14 +576,22 @@ async fn reconcile_access_request(
 /// Replaces `metadata.finalizers`, guarded by `resourceVersion` so a
 /// concurrent change (e.g. the provider removing its own finalizer) makes
 /// this round fail with a conflict and retry, instead of being overwritten.
-async fn set_finalizers(api: &Api<AccessRequest>, ar: &AccessRequest, finalizers: &[&String]) -> Result<()> {
+async fn set_finalizers(
+    api: &Api<AccessRequest>,
+    ar: &AccessRequest,
+    finalizers: &[&String],
+) -> Result<()> {
     let patch = json!({
         "metadata": {
             "resourceVersion": ar.resource_version(),
             "finalizers": finalizers,
         }
     });
-    api.patch(&ar.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    api.patch(
+        &ar.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(())
 }

@@ -65,9 +65,12 @@ impl Pki {
         // Serving certificate. The IP SAN matters: clients connect to
         // https://127.0.0.1:<port> and rustls checks IP SANs.
         let serving_key = KeyPair::generate()?;
-        let mut serving = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+        let mut serving =
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
         serving.distinguished_name = rcgen::DistinguishedName::new();
-        serving.distinguished_name.push(DnType::CommonName, "localhost");
+        serving
+            .distinguished_name
+            .push(DnType::CommonName, "localhost");
         serving.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,

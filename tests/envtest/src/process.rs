@@ -98,8 +98,12 @@ fn kill_all_registered() {
         for _ in 0..50 {
             match m.try_lock() {
                 Ok(mut g) => return std::mem::take(&mut *g),
-                Err(std::sync::TryLockError::Poisoned(p)) => return std::mem::take(&mut *p.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(10)),
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    return std::mem::take(&mut *p.into_inner());
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
             }
         }
         Vec::new() // give up; PR_SET_PDEATHSIG still kills the servers
@@ -167,7 +171,10 @@ fn remove_stale_dirs(base: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.split('-').next()?.parse::<u32>().ok()) else {
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.split('-').next()?.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
@@ -209,7 +216,14 @@ impl ServerProcess {
         // SAFETY: only async-signal-safe calls (prctl, getppid) in the child.
         unsafe {
             command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
                     return Err(io::Error::last_os_error());
                 }
                 // The parent may have died between fork and prctl.
@@ -333,7 +347,8 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 pub fn free_port() -> Result<u16> {
     static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     for _ in 0..100 {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("127.0.0.1:0", e))?;
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("127.0.0.1:0", e))?;
         let port = listener
             .local_addr()
             .map_err(|e| Error::io("127.0.0.1:0", e))?

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use envtest::crds::{self, Purpose};
-use envtest::openmcp_sim::api::{AccessRequest, AccessRequestSpec, ClusterRequest, ClusterRequestSpec, NamespacedRef};
+use envtest::openmcp_sim::api::{
+    AccessRequest, AccessRequestSpec, ClusterRequest, ClusterRequestSpec, NamespacedRef,
+};
 use envtest::openmcp_sim::{CLUSTER_ACCESS_FINALIZER, KUBECONFIG_KEY};
 use envtest::{Cluster, FluxKind, FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions};
 use guest_kro::api::{Kro, KroSpec, KroVersion, ProviderConfig, ProviderConfigSpec};
@@ -21,7 +23,11 @@ use serde_json::json;
 /// no namespace controller runs).
 fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 async fn create_namespace(client: &Client, name: &str) {
@@ -43,7 +49,10 @@ async fn marker(client: &Client) -> String {
         .get(envtest::MARKER_CONFIGMAP)
         .await
         .expect("marker ConfigMap");
-    cm.data.unwrap_or_default().remove("cluster").unwrap_or_default()
+    cm.data
+        .unwrap_or_default()
+        .remove("cluster")
+        .unwrap_or_default()
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout`.
@@ -57,7 +66,10 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -87,9 +99,17 @@ async fn three_clusters_are_ready_and_distinct() {
     ] {
         let cluster: &Cluster = env.cluster(purpose);
         let client = cluster.client().await.expect("client");
-        assert_eq!(marker(&client).await, name, "each kubeconfig reaches its own cluster");
+        assert_eq!(
+            marker(&client).await,
+            name,
+            "each kubeconfig reaches its own cluster"
+        );
         let version = client.apiserver_version().await.expect("/version");
-        assert_eq!(version.git_version, envtest::bins::K8S_VERSION, "version ldflags");
+        assert_eq!(
+            version.git_version,
+            envtest::bins::K8S_VERSION,
+            "version ldflags"
+        );
         let rss = cluster.rss().expect("processes are running");
         eprintln!(
             "envtest: {name}: ready after {:?}, RSS apiserver {} MiB + etcd {} MiB",
@@ -97,7 +117,11 @@ async fn three_clusters_are_ready_and_distinct() {
             rss.apiserver_bytes >> 20,
             rss.etcd_bytes >> 20
         );
-        assert!(cluster.kubeconfig_yaml().contains("client-certificate-data"));
+        assert!(
+            cluster
+                .kubeconfig_yaml()
+                .contains("client-certificate-data")
+        );
         servers.push(cluster.server_url().to_string());
     }
     servers.dedup();
@@ -107,18 +131,31 @@ async fn three_clusters_are_ready_and_distinct() {
 #[tokio::test]
 async fn every_crd_is_established_on_its_cluster() {
     let env = envtest::shared().await.expect("test environment");
-    for purpose in [Purpose::Platform, Purpose::Onboarding, Purpose::ControlPlane] {
+    for purpose in [
+        Purpose::Platform,
+        Purpose::Onboarding,
+        Purpose::ControlPlane,
+    ] {
         let expected = crds::crds_for(purpose).expect("CRD sources");
         assert!(!expected.is_empty(), "{purpose:?} has CRDs");
         let client = env.cluster(purpose).client().await.expect("client");
         let api: Api<CustomResourceDefinition> = Api::all(client);
         for crd in &expected {
-            let live = api.get(&crd.name).await.unwrap_or_else(|e| panic!("{} on {purpose:?}: {e}", crd.name));
+            let live = api
+                .get(&crd.name)
+                .await
+                .unwrap_or_else(|e| panic!("{} on {purpose:?}: {e}", crd.name));
             assert!(crds::is_established(&live), "{} is Established", crd.name);
         }
     }
     // Spot-check the placement by label.
-    let names = |p| crds::crds_for(p).unwrap().into_iter().map(|c| c.name).collect::<Vec<_>>();
+    let names = |p| {
+        crds::crds_for(p)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect::<Vec<_>>()
+    };
     let platform = names(Purpose::Platform);
     for name in [
         "providerconfigs.kro.services.open-control-plane.io",
@@ -128,15 +165,28 @@ async fn every_crd_is_established_on_its_cluster() {
         "ocirepositories.source.toolkit.fluxcd.io",
         "helmreleases.helm.toolkit.fluxcd.io",
     ] {
-        assert!(platform.iter().any(|n| n == name), "{name} on platform: {platform:?}");
+        assert!(
+            platform.iter().any(|n| n == name),
+            "{name} on platform: {platform:?}"
+        );
     }
-    assert_eq!(names(Purpose::Onboarding), ["kroes.kro.services.open-control-plane.io"]);
-    assert_eq!(names(Purpose::ControlPlane), ["resourcegraphdefinitions.kro.run"]);
-    let kro_on_platform = Api::<CustomResourceDefinition>::all(env.platform.client().await.unwrap())
-        .get_opt("kroes.kro.services.open-control-plane.io")
-        .await
-        .unwrap();
-    assert!(kro_on_platform.is_none(), "Kro CRD is installed on onboarding only");
+    assert_eq!(
+        names(Purpose::Onboarding),
+        ["kroes.kro.services.open-control-plane.io"]
+    );
+    assert_eq!(
+        names(Purpose::ControlPlane),
+        ["resourcegraphdefinitions.kro.run"]
+    );
+    let kro_on_platform =
+        Api::<CustomResourceDefinition>::all(env.platform.client().await.unwrap())
+            .get_opt("kroes.kro.services.open-control-plane.io")
+            .await
+            .unwrap();
+    assert!(
+        kro_on_platform.is_none(),
+        "Kro CRD is installed on onboarding only"
+    );
 }
 
 #[tokio::test]
@@ -147,9 +197,17 @@ async fn kro_and_provider_config_round_trip_with_server_defaults() {
     let ns = unique("kro");
     create_namespace(&onboarding, &ns).await;
     let kros: Api<Kro> = Api::namespaced(onboarding, &ns);
-    kros.create(&PostParams::default(), &Kro::new("mcp-a", KroSpec { version: "0.9.3".into() }))
-        .await
-        .expect("create Kro");
+    kros.create(
+        &PostParams::default(),
+        &Kro::new(
+            "mcp-a",
+            KroSpec {
+                version: "0.9.3".into(),
+            },
+        ),
+    )
+    .await
+    .expect("create Kro");
     let kro = kros.get("mcp-a").await.expect("read Kro back");
     assert_eq!(kro.spec.version, "0.9.3");
     assert!(kro.status.is_none());
@@ -166,7 +224,11 @@ async fn kro_and_provider_config_round_trip_with_server_defaults() {
         .await
         .expect("create ProviderConfig");
     let config = configs.get(&name).await.expect("read ProviderConfig back");
-    assert_eq!(config.spec.poll_interval.as_deref(), Some("1m"), "pollInterval default");
+    assert_eq!(
+        config.spec.poll_interval.as_deref(),
+        Some("1m"),
+        "pollInterval default"
+    );
     assert_eq!(
         config.spec.versions[0].chart_url.as_deref(),
         Some("oci://registry.k8s.io/kro/charts/kro"),
@@ -217,12 +279,17 @@ fn access_request(name: &str, request: &str, request_ns: &str) -> AccessRequest 
 /// Waits for the AR to be Granted for its generation; returns the kubeconfig.
 async fn granted_kubeconfig(platform: &Client, ns: &str, name: &str) -> String {
     let ars: Api<AccessRequest> = Api::namespaced(platform.clone(), ns);
-    let secret_name = eventually(&format!("AccessRequest {ns}/{name} granted"), Duration::from_secs(30), || async {
-        let ar = ars.get(name).await.ok()?;
-        let status = ar.status?;
-        (status.phase == "Granted" && Some(status.observed_generation) == ar.metadata.generation)
-            .then_some(status.secret_ref?.name)
-    })
+    let secret_name = eventually(
+        &format!("AccessRequest {ns}/{name} granted"),
+        Duration::from_secs(30),
+        || async {
+            let ar = ars.get(name).await.ok()?;
+            let status = ar.status?;
+            (status.phase == "Granted"
+                && Some(status.observed_generation) == ar.metadata.generation)
+                .then_some(status.secret_ref?.name)
+        },
+    )
     .await;
     let secret = Api::<Secret>::namespaced(platform.clone(), ns)
         .get(&secret_name)
@@ -262,18 +329,42 @@ async fn simulator_grants_access_to_the_right_clusters() {
         .await
         .expect("MCP ClusterRequest");
     assert_eq!(cr.spec.purpose, "mcp");
-    assert_eq!(cr.status.as_ref().map(|s| s.phase.as_str()), Some("Granted"));
+    assert_eq!(
+        cr.status.as_ref().map(|s| s.phase.as_str()),
+        Some("Granted")
+    );
 
-    let ar_name = service_provider_sdk::names::access_request_name("kro.services.open-control-plane.io", &cp_name, "mcp");
+    let ar_name = service_provider_sdk::names::access_request_name(
+        "kro.services.open-control-plane.io",
+        &cp_name,
+        "mcp",
+    );
     let ars: Api<AccessRequest> = Api::namespaced(platform.clone(), &tenant);
-    ars.create(&PostParams::default(), &access_request(&ar_name, &cp_name, &tenant))
-        .await
-        .expect("create MCP AccessRequest");
+    ars.create(
+        &PostParams::default(),
+        &access_request(&ar_name, &cp_name, &tenant),
+    )
+    .await
+    .expect("create MCP AccessRequest");
     let kubeconfig = granted_kubeconfig(&platform, &tenant, &ar_name).await;
-    let mcp = envtest::client_from_kubeconfig(&kubeconfig).await.expect("client from Secret");
-    assert_eq!(marker(&mcp).await, "control-plane", "the AR's kubeconfig reaches the ControlPlane cluster");
-    let namespaces = Api::<Namespace>::all(mcp).list(&Default::default()).await.expect("list namespaces");
-    assert!(namespaces.items.iter().any(|n| n.name_any() == "kube-system"));
+    let mcp = envtest::client_from_kubeconfig(&kubeconfig)
+        .await
+        .expect("client from Secret");
+    assert_eq!(
+        marker(&mcp).await,
+        "control-plane",
+        "the AR's kubeconfig reaches the ControlPlane cluster"
+    );
+    let namespaces = Api::<Namespace>::all(mcp)
+        .list(&Default::default())
+        .await
+        .expect("list namespaces");
+    assert!(
+        namespaces
+            .items
+            .iter()
+            .any(|n| n.name_any() == "kube-system")
+    );
 
     // Onboarding access: the init pair a provider requests at start-up.
     let init = "kro.services.open-control-plane.io--onboarding-init";
@@ -291,7 +382,10 @@ async fn simulator_grants_access_to_the_right_clusters() {
         .await
         .expect("create onboarding ClusterRequest");
     Api::<AccessRequest>::namespaced(platform.clone(), &provider_ns)
-        .create(&PostParams::default(), &access_request(init, init, &provider_ns))
+        .create(
+            &PostParams::default(),
+            &access_request(init, init, &provider_ns),
+        )
         .await
         .expect("create onboarding AccessRequest");
     let kubeconfig = granted_kubeconfig(&platform, &provider_ns, init).await;
@@ -299,13 +393,23 @@ async fn simulator_grants_access_to_the_right_clusters() {
     assert_eq!(marker(&onboarding).await, "onboarding");
 
     // Deletion: finalizers are honoured, the Secret goes with the AR.
-    ars.delete(&ar_name, &DeleteParams::default()).await.expect("delete AR");
-    eventually("AccessRequest to be gone", Duration::from_secs(30), || async {
-        ars.get_opt(&ar_name).await.ok()?.is_none().then_some(())
-    })
+    ars.delete(&ar_name, &DeleteParams::default())
+        .await
+        .expect("delete AR");
+    eventually(
+        "AccessRequest to be gone",
+        Duration::from_secs(30),
+        || async { ars.get_opt(&ar_name).await.ok()?.is_none().then_some(()) },
+    )
     .await;
-    let secret = Api::<Secret>::namespaced(platform.clone(), &tenant).get_opt(&ar_name).await.unwrap();
-    assert!(secret.is_none(), "kubeconfig Secret deleted with its AccessRequest");
+    let secret = Api::<Secret>::namespaced(platform.clone(), &tenant)
+        .get_opt(&ar_name)
+        .await
+        .unwrap();
+    assert!(
+        secret.is_none(),
+        "kubeconfig Secret deleted with its AccessRequest"
+    );
 
     assert_eq!(sim.last_error(), None);
     sim.stop().await;
@@ -326,7 +430,9 @@ async fn flux_simulator_sets_conditions_and_delays_helm_release_deletion() {
         },
     );
 
-    let api = |kind: FluxKind| -> Api<DynamicObject> { Api::namespaced_with(platform.clone(), &ns, &kind.api_resource()) };
+    let api = |kind: FluxKind| -> Api<DynamicObject> {
+        Api::namespaced_with(platform.clone(), &ns, &kind.api_resource())
+    };
     let object = |kind: FluxKind, spec: serde_json::Value| {
         let resource: ApiResource = kind.api_resource();
         let mut o = DynamicObject::new("kro", &resource);
@@ -336,7 +442,10 @@ async fn flux_simulator_sets_conditions_and_delays_helm_release_deletion() {
     api(FluxKind::OciRepository)
         .create(
             &PostParams::default(),
-            &object(FluxKind::OciRepository, json!({ "url": "oci://registry.k8s.io/kro/charts/kro", "interval": "1m" })),
+            &object(
+                FluxKind::OciRepository,
+                json!({ "url": "oci://registry.k8s.io/kro/charts/kro", "interval": "1m" }),
+            ),
         )
         .await
         .expect("create OCIRepository");
@@ -352,33 +461,73 @@ async fn flux_simulator_sets_conditions_and_delays_helm_release_deletion() {
         .expect("create HelmRelease");
 
     let ready = |o: &DynamicObject| -> Option<(String, String)> {
-        let c = o.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready")?;
-        Some((c["status"].as_str()?.to_string(), c["message"].as_str()?.to_string()))
+        let c = o.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")?;
+        Some((
+            c["status"].as_str()?.to_string(),
+            c["message"].as_str()?.to_string(),
+        ))
     };
-    flux.set_ready(FluxKind::OciRepository, &ns, "kro", true, "stored artifact").await.unwrap();
-    flux.set_ready(FluxKind::HelmRelease, &ns, "kro", false, "install retries exhausted").await.unwrap();
+    flux.set_ready(FluxKind::OciRepository, &ns, "kro", true, "stored artifact")
+        .await
+        .unwrap();
+    flux.set_ready(
+        FluxKind::HelmRelease,
+        &ns,
+        "kro",
+        false,
+        "install retries exhausted",
+    )
+    .await
+    .unwrap();
     let repo = api(FluxKind::OciRepository).get("kro").await.unwrap();
-    assert_eq!(ready(&repo), Some(("True".into(), "stored artifact".into())));
+    assert_eq!(
+        ready(&repo),
+        Some(("True".into(), "stored artifact".into()))
+    );
     let release = api(FluxKind::HelmRelease).get("kro").await.unwrap();
-    assert_eq!(ready(&release), Some(("False".into(), "install retries exhausted".into())));
+    assert_eq!(
+        ready(&release),
+        Some(("False".into(), "install retries exhausted".into()))
+    );
 
     eventually("HelmRelease finalizer", Duration::from_secs(10), || async {
         let r = api(FluxKind::HelmRelease).get("kro").await.ok()?;
-        r.finalizers().iter().any(|f| f == envtest::flux_sim::HELM_RELEASE_FINALIZER).then_some(())
+        r.finalizers()
+            .iter()
+            .any(|f| f == envtest::flux_sim::HELM_RELEASE_FINALIZER)
+            .then_some(())
     })
     .await;
     let deleted_at = Instant::now();
-    api(FluxKind::HelmRelease).delete("kro", &DeleteParams::default()).await.unwrap();
+    api(FluxKind::HelmRelease)
+        .delete("kro", &DeleteParams::default())
+        .await
+        .unwrap();
     let pending = api(FluxKind::HelmRelease).get_opt("kro").await.unwrap();
     assert!(
         pending.is_some_and(|r| r.metadata.deletion_timestamp.is_some()),
         "deletion waits for the finalizer"
     );
-    eventually("HelmRelease to be gone", Duration::from_secs(15), || async {
-        api(FluxKind::HelmRelease).get_opt("kro").await.ok()?.is_none().then_some(())
-    })
+    eventually(
+        "HelmRelease to be gone",
+        Duration::from_secs(15),
+        || async {
+            api(FluxKind::HelmRelease)
+                .get_opt("kro")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
     .await;
-    assert!(deleted_at.elapsed() >= Duration::from_secs(1), "deletion delay honoured");
+    assert!(
+        deleted_at.elapsed() >= Duration::from_secs(1),
+        "deletion delay honoured"
+    );
     assert_eq!(flux.last_error(), None);
     flux.stop().await;
 }
