@@ -24,6 +24,10 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+# `go mod init` would write the local toolchain's exact version (e.g.
+# 1.26.8) and make older 1.26.x toolchains download a newer one; `go get`
+# raises this when a dependency needs more.
+GO_DIRECTIVE="${GO_DIRECTIVE:-1.26.0}"
 CACHE="${ENVTEST_CACHE:-${HOME}/.cache/service-provider-host/envtest}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KUBE_WRAPPER="${HERE}/go/kube-apiserver"
@@ -66,6 +70,7 @@ gen_kube_wrapper() {
   (
     cd "${KUBE_WRAPPER}"
     go mod init local/envtest/kube-apiserver >/dev/null 2>&1
+    go mod edit -go="${GO_DIRECTIVE}"
     up="$(mod_field "k8s.io/kubernetes@${K8S_VERSION}" GoMod)"
     staging="v0.${K8S_VERSION#v1.}"
     # Every module upstream replaces with ./staging/... gets its published twin.
@@ -86,6 +91,7 @@ gen_etcd_wrapper() {
   (
     cd "${ETCD_WRAPPER}"
     go mod init local/envtest/etcd >/dev/null 2>&1
+    go mod edit -go="${GO_DIRECTIVE}"
     go get -tool "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" >&2
   )
 }

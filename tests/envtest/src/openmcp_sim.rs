@@ -498,14 +498,6 @@ async fn reconcile_access_request(
     let finalizers = ar.finalizers();
 
     if ar.metadata.deletion_timestamp.is_some() {
-        if !finalizers.iter().any(|f| f == SIMULATOR_FINALIZER) {
-            return Ok(()); // not ours, or already cleaned up
-        }
-        match secrets.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
         let remaining: Vec<&String> = finalizers
             .iter()
             .filter(|f| {
@@ -514,6 +506,14 @@ async fn reconcile_access_request(
                         && *f == CLUSTER_ACCESS_FINALIZER)
             })
             .collect();
+        if remaining.len() == finalizers.len() {
+            return Ok(()); // nothing of ours (left) to clean up
+        }
+        match secrets.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
         set_finalizers(api, ar, &remaining).await?;
         return Ok(());
     }

@@ -124,6 +124,7 @@ async fn three_clusters_are_ready_and_distinct() {
         );
         servers.push(cluster.server_url().to_string());
     }
+    servers.sort();
     servers.dedup();
     assert_eq!(servers.len(), 3, "three distinct API servers");
 }
@@ -530,4 +531,74 @@ async fn flux_simulator_sets_conditions_and_delays_helm_release_deletion() {
     );
     assert_eq!(flux.last_error(), None);
     flux.stop().await;
+}
+
+#[tokio::test]
+async fn simulator_can_leave_the_clusteraccess_finalizer_to_the_provider() {
+    let env = envtest::shared().await.expect("test environment");
+    let platform = env.platform.client().await.unwrap();
+    let ns = unique("provider");
+    let sim = OpenMcpSimulator::start(
+        &env.platform,
+        &env.onboarding,
+        SimulatorOptions {
+            remove_clusteraccess_finalizer: false,
+            ..Default::default()
+        },
+    );
+    sim.watch_namespace(&ns).await.expect("watch namespace");
+    let run = "kro.services.open-control-plane.io--onboarding-run";
+    Api::<ClusterRequest>::namespaced(platform.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &ClusterRequest::new(
+                run,
+                ClusterRequestSpec {
+                    purpose: "onboarding".into(),
+                    wait_for_cluster_deletion: None,
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    let ars: Api<AccessRequest> = Api::namespaced(platform.clone(), &ns);
+    ars.create(&PostParams::default(), &access_request(run, run, &ns))
+        .await
+        .unwrap();
+    granted_kubeconfig(&platform, &ns, run).await;
+
+    ars.delete(run, &DeleteParams::default()).await.unwrap();
+    // The simulator cleans up its part; the provider's finalizer stays.
+    let left = eventually(
+        "simulator finalizer removed",
+        Duration::from_secs(30),
+        || async {
+            let ar = ars.get(run).await.ok()?;
+            (ar.finalizers() == [CLUSTER_ACCESS_FINALIZER.to_string()]).then_some(ar)
+        },
+    )
+    .await;
+    assert!(left.metadata.deletion_timestamp.is_some());
+    let secret = Api::<Secret>::namespaced(platform.clone(), &ns)
+        .get_opt(run)
+        .await
+        .unwrap();
+    assert!(secret.is_none(), "Secret deleted before the AR is released");
+    // Playing the provider's cluster-access library: drop the last finalizer.
+    let patch = json!({ "metadata": { "finalizers": null } });
+    ars.patch(
+        run,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "AccessRequest to be gone",
+        Duration::from_secs(10),
+        || async { ars.get_opt(run).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    assert_eq!(sim.last_error(), None);
+    sim.stop().await;
 }

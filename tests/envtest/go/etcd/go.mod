@@ -1,6 +1,6 @@
 module local/envtest/etcd
 
-go 1.26.8
+go 1.26.0
 
 tool go.etcd.io/etcd/server/v3
 

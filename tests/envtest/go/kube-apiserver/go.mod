@@ -1,6 +1,6 @@
 module local/envtest/kube-apiserver
 
-go 1.26.8
+go 1.26.0
 
 replace k8s.io/api => k8s.io/api v0.37.2
 
