@@ -77,8 +77,7 @@ fn descriptor(d: sdk::Descriptor) -> wit::Descriptor {
             .into_iter()
             .map(|c| wit::Capability {
                 cluster: cluster(c.cluster),
-                group: c.group,
-                kind: c.kind,
+                api: api_kind(c.api),
                 scope: scope(c.scope),
                 names: c.names,
             })

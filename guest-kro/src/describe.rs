@@ -40,11 +40,10 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
     }
 }
 
-fn capability(cluster: Cluster, group: &str, kind: &str, scope: NamespaceScope, names: &[&str]) -> Capability {
+fn capability(cluster: Cluster, api: &ApiKind, scope: NamespaceScope, names: &[&str]) -> Capability {
     Capability {
         cluster,
-        group: group.into(),
-        kind: kind.into(),
+        api: api.clone(),
         scope,
         names: names.iter().map(|s| s.to_string()).collect(),
     }
@@ -56,6 +55,14 @@ pub fn oci_repository_kind() -> ApiKind {
 
 pub fn helm_release_kind() -> ApiKind {
     kind("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", true)
+}
+
+fn secret_kind() -> ApiKind {
+    kind("", "v1", "Secret", "secrets", true)
+}
+
+fn namespace_kind() -> ApiKind {
+    kind("", "v1", "Namespace", "namespaces", false)
 }
 
 pub fn rgd_kind() -> ApiKind {
@@ -101,11 +108,11 @@ pub fn descriptor() -> Descriptor {
             workload_rules: Vec::new(),
         },
         capabilities: vec![
-            capability(Cluster::Platform, "source.toolkit.fluxcd.io", "OCIRepository", tenant(), &[OCI_REPOSITORY]),
-            capability(Cluster::Platform, "helm.toolkit.fluxcd.io", "HelmRelease", tenant(), &[HELM_RELEASE]),
-            capability(Cluster::Platform, "", "Secret", tenant(), &[]),
-            capability(Cluster::ControlPlane, "", "Namespace", NamespaceScope::ClusterScoped, &[KRO_SYSTEM]),
-            capability(Cluster::ControlPlane, "", "Secret", NamespaceScope::Named(KRO_SYSTEM.into()), &[]),
+            capability(Cluster::Platform, &oci_repository_kind(), tenant(), &[OCI_REPOSITORY]),
+            capability(Cluster::Platform, &helm_release_kind(), tenant(), &[HELM_RELEASE]),
+            capability(Cluster::Platform, &secret_kind(), tenant(), &[]),
+            capability(Cluster::ControlPlane, &namespace_kind(), NamespaceScope::ClusterScoped, &[KRO_SYSTEM]),
+            capability(Cluster::ControlPlane, &secret_kind(), NamespaceScope::Named(KRO_SYSTEM.into()), &[]),
         ],
         observations: vec![
             Observation {

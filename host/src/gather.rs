@@ -4,13 +4,16 @@
 //! The cluster-facing gatherer reads observations from the API servers; the
 //! helpers here are shared with `render`, which reads them from files.
 
-use serde_json::{Map, Value};
+use kube::api::{DynamicObject, ListParams};
+use kube::{Api, Client};
+use serde_json::{Map, Value, json};
 use service_provider_sdk::contract::{
     Cluster, Context, Descriptor, Detail, Input, KubeconfigRef, NamespaceScope, Observation, Observed,
 };
 use service_provider_sdk::names;
 
 use crate::Error;
+use crate::apply::api_resource;
 
 /// Data key of the kubeconfig in an AccessRequest's Secret (openmcp).
 pub const KUBECONFIG_KEY: &str = "kubeconfig";
@@ -150,6 +153,76 @@ pub fn observed_from(descriptor: &Descriptor, context: &Context, cleanup: bool, 
                 .collect(),
         })
         .collect()
+}
+
+/// The clients the host holds for one instance.
+pub struct Reach<'a> {
+    pub platform: &'a Client,
+    pub onboarding: &'a Client,
+    pub control_plane: Option<&'a Client>,
+    pub workload: Option<&'a Client>,
+}
+
+impl Reach<'_> {
+    pub fn client(&self, cluster: Cluster) -> Option<&Client> {
+        match cluster {
+            Cluster::Platform => Some(self.platform),
+            Cluster::Onboarding => Some(self.onboarding),
+            Cluster::ControlPlane => self.control_plane,
+            Cluster::Workload => self.workload,
+        }
+    }
+}
+
+/// Whether a Kubernetes error means "this kind is not served here" (its CRD
+/// is not installed): an observation of it is then simply empty.
+fn kind_absent(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.is_not_found())
+}
+
+/// Reads every observation the plugin needs for this call from the clusters
+/// it can reach. Observations of unreachable clusters are left out, so the
+/// plugin can tell "none there" from "could not look".
+pub async fn observe(reach: &Reach<'_>, descriptor: &Descriptor, context: &Context, cleanup: bool) -> Result<Vec<Observed>, Error> {
+    let mut observed = Vec::new();
+    for o in observations(descriptor, cleanup) {
+        let Some(client) = reach.client(o.cluster) else { continue };
+        let resource = api_resource(&o.api.api_version(), &o.api.kind, &o.api.plural);
+        let namespace = scope_namespace(&o.scope, context);
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
+        let objects: Vec<Value> = match (&o.name, o.detail) {
+            (Some(name), _) => match api.get_opt(name).await {
+                Ok(found) => found.map(serde_json::to_value).transpose()?.into_iter().collect(),
+                Err(e) if kind_absent(&e) => Vec::new(),
+                Err(e) => return Err(Error::kube(what(), e)),
+            },
+            (None, Detail::Full) => match api.list(&ListParams::default()).await {
+                Ok(list) => list.items.into_iter().map(serde_json::to_value).collect::<Result<_, _>>()?,
+                Err(e) if kind_absent(&e) => Vec::new(),
+                Err(e) => return Err(Error::kube(what(), e)),
+            },
+            (None, Detail::Metadata) => match api.list_metadata(&ListParams::default()).await {
+                Ok(list) => list
+                    .items
+                    .into_iter()
+                    .map(|item| {
+                        json!({"apiVersion": o.api.api_version(), "kind": o.api.kind, "metadata": item.metadata})
+                    })
+                    .collect(),
+                Err(e) if kind_absent(&e) => Vec::new(),
+                Err(e) => return Err(Error::kube(what(), e)),
+            },
+        };
+        observed.push(Observed {
+            id: o.id.clone(),
+            objects: objects.into_iter().map(|obj| trim(obj, o.detail).to_string()).collect(),
+        });
+    }
+    Ok(observed)
 }
 
 /// The complete plugin input.

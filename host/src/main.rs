@@ -5,9 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use service_provider_host::metrics::Metrics;
+use service_provider_host::operator::{self, Endpoints, Settings};
 use service_provider_host::render::{self, Request};
 use service_provider_host::sandbox::{Limits, Sandbox};
+use service_provider_host::{clusters, server};
 
 /// Where the container image puts the plugin.
 const DEFAULT_PLUGIN: &str = "/plugins/provider.wasm";
@@ -21,9 +24,98 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Install the plugin's CRDs and register the service kind at the
+    /// ServiceProvider (run once per provider version by openmcp).
+    Init(InitArgs),
+    /// Run the service provider.
+    Run(RunArgs),
     /// Print what the host would apply, copy, delete and write as status for
     /// one service object, without touching any cluster.
     Render(RenderArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Flags openmcp passes to both `init` and `run`.
+#[derive(Args)]
+struct ProviderArgs {
+    /// The openmcp environment name.
+    #[arg(long, default_value = "default")]
+    environment: String,
+    /// Name of the ServiceProvider (and of the ProviderConfig to use).
+    #[arg(long, env = "PROVIDER_NAME")]
+    provider_name: String,
+    /// Log level: error, info or debug (any case); RUST_LOG overrides it.
+    #[arg(short = 'v', long, default_value = "info", value_parser = ["error", "info", "debug", "ERROR", "INFO", "DEBUG", "Error", "Info", "Debug"])]
+    verbosity: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Development: use this onboarding kubeconfig instead of requesting
+    /// onboarding access through openmcp.
+    #[arg(long, env = "ONBOARDING_KUBECONFIG")]
+    onboarding_kubeconfig: Option<PathBuf>,
+    /// How long to wait for onboarding access to be granted, in seconds.
+    #[arg(long, default_value_t = 1800)]
+    onboarding_timeout_seconds: u64,
+    #[command(flatten)]
+    plugin: PluginArgs,
+}
+
+#[derive(Args)]
+struct InitArgs {
+    #[command(flatten)]
+    provider: ProviderArgs,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    provider: ProviderArgs,
+    /// Address of the /metrics endpoint; `0` disables it.
+    #[arg(long, default_value = "0")]
+    metrics_bind_address: String,
+    /// Address of /healthz and /readyz; `0` disables them.
+    #[arg(long, default_value = ":8081")]
+    health_probe_bind_address: String,
+    /// Run only while holding the leader lease (for more than one replica).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    leader_elect: bool,
+    /// Accepted for compatibility with openmcp's deployment; metrics are
+    /// served over plain HTTP (put TLS in front if needed).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    metrics_secure: bool,
+}
+
+impl ProviderArgs {
+    fn settings(&self) -> anyhow::Result<Settings> {
+        let pod_namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()).context(
+            "POD_NAMESPACE is not set: the provider needs to know its own namespace (source Secrets and onboarding requests live there); set it from the downward API (fieldRef metadata.namespace)",
+        )?;
+        Ok(Settings {
+            provider_name: self.provider_name.clone(),
+            pod_namespace,
+            pod_name: std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()),
+            environment: self.environment.clone(),
+            onboarding_kubeconfig: self.onboarding_kubeconfig.clone(),
+            onboarding_timeout: Duration::from_secs(self.onboarding_timeout_seconds),
+        })
+    }
+
+    fn init_logging(&self) {
+        let level = self.verbosity.to_lowercase();
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn")));
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        match self.log_format {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().init(),
+        }
+    }
 }
 
 /// How the plugin is loaded and limited.
@@ -101,6 +193,30 @@ struct RenderArgs {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Init(args) => {
+            args.provider.init_logging();
+            let settings = args.provider.settings()?;
+            let plugin = args.provider.plugin.load()?;
+            runtime()?.block_on(async {
+                let metrics = Metrics::new();
+                let platform = clusters::platform_client(&metrics).await?;
+                operator::init(&plugin, &settings, platform, &metrics).await
+            })?;
+        }
+        Command::Run(args) => {
+            args.provider.init_logging();
+            let settings = args.provider.settings()?;
+            let endpoints = Endpoints {
+                metrics: server::bind_address(&args.metrics_bind_address)?,
+                health: server::bind_address(&args.health_probe_bind_address)?,
+            };
+            let plugin = args.provider.plugin.load()?;
+            runtime()?.block_on(async {
+                let metrics = Metrics::new();
+                let platform = clusters::platform_client(&metrics).await?;
+                operator::run(plugin, &settings, endpoints, args.leader_elect, platform, metrics).await
+            })?;
+        }
         Command::Render(args) => {
             let plugin = args.plugin.load()?;
             let request = Request {
@@ -122,4 +238,8 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }

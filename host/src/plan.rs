@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 use service_provider_sdk::contract::{
-    CleanupPlan, Cluster, Context, Descriptor, Input, ObjectRef, Plan, PlanError, SecretCopy, ServiceStatus,
+    Capability, CleanupPlan, Cluster, Context, Descriptor, Input, ObjectRef, Plan, PlanError, SecretCopy, ServiceStatus,
 };
 
 use crate::Error;
@@ -21,6 +21,8 @@ pub struct Manifest {
     pub cluster: Cluster,
     pub api_version: String,
     pub kind: String,
+    /// REST plural, from the capability that allows the object.
+    pub plural: String,
     pub name: String,
     pub namespace: Option<String>,
     pub object: Value,
@@ -101,29 +103,32 @@ impl Target<'_> {
     }
 }
 
-/// Whether the allow-list covers the target.
-fn allowed(descriptor: &Descriptor, context: &Context, t: &Target) -> bool {
-    descriptor.capabilities.iter().any(|c| {
+/// The allow-list entry that covers the target, if any.
+fn allowed<'d>(descriptor: &'d Descriptor, context: &Context, t: &Target) -> Option<&'d Capability> {
+    descriptor.capabilities.iter().find(|c| {
         c.cluster == t.cluster
-            && c.group == t.group
-            && c.kind == t.kind
+            && c.api.group == t.group
+            && c.api.kind == t.kind
             && scope_namespace(&c.scope, context) == t.namespace
             && (c.names.is_empty() || c.names.iter().any(|n| n == t.name))
     })
 }
 
 /// `what` names the request in the error (an object, or a Secret copy).
-fn check_target(descriptor: &Descriptor, context: &Context, target: Target, what: &str) -> Result<(), Error> {
+fn check_target<'d>(
+    descriptor: &'d Descriptor,
+    context: &Context,
+    target: Target,
+    what: &str,
+) -> Result<&'d Capability, Error> {
     if !reachable(target.cluster, context) {
         return Err(violation(
             descriptor,
             format!("{what} targets the {} cluster, which this instance has no access to", target.cluster),
         ));
     }
-    if !allowed(descriptor, context, &target) {
-        return Err(violation(descriptor, format!("{what} is not covered by its capability allow-list")));
-    }
-    Ok(())
+    allowed(descriptor, context, &target)
+        .ok_or_else(|| violation(descriptor, format!("{what} is not covered by its capability allow-list")))
 }
 
 fn check_ref(descriptor: &Descriptor, context: &Context, r: &ObjectRef) -> Result<(), Error> {
@@ -135,7 +140,7 @@ fn check_ref(descriptor: &Descriptor, context: &Context, r: &ObjectRef) -> Resul
         name: &r.name,
     };
     let what = target.describe();
-    check_target(descriptor, context, target, &what)
+    check_target(descriptor, context, target, &what).map(drop)
 }
 
 /// Parses a desired object and pulls out its identity.
@@ -152,6 +157,7 @@ pub fn manifest(descriptor: &Descriptor, cluster: Cluster, text: &str) -> Result
         cluster,
         api_version: api_version.to_string(),
         kind: kind.to_string(),
+        plural: String::new(),
         name: name.to_string(),
         namespace: field("/metadata/namespace").map(str::to_string),
         object: object.clone(),
@@ -160,12 +166,12 @@ pub fn manifest(descriptor: &Descriptor, cluster: Cluster, text: &str) -> Result
 
 /// Checks every object and copy of a plan.
 pub fn check_plan(descriptor: &Descriptor, context: &Context, plan: &Plan) -> Result<Vec<Manifest>, Error> {
-    let manifests = plan
+    let mut manifests = plan
         .objects
         .iter()
         .map(|o| manifest(descriptor, o.cluster, &o.manifest))
         .collect::<Result<Vec<_>, _>>()?;
-    for m in &manifests {
+    for m in &mut manifests {
         let target = Target {
             cluster: m.cluster,
             group: m.group(),
@@ -174,7 +180,8 @@ pub fn check_plan(descriptor: &Descriptor, context: &Context, plan: &Plan) -> Re
             name: &m.name,
         };
         let what = target.describe();
-        check_target(descriptor, context, target, &what)?;
+        let plural = check_target(descriptor, context, target, &what)?.api.plural.clone();
+        m.plural = plural;
     }
     for copy in &plan.secret_copies {
         if copy.source_name.is_empty() || copy.target_name.is_empty() {
@@ -199,7 +206,7 @@ pub fn check_plan(descriptor: &Descriptor, context: &Context, plan: &Plan) -> Re
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use service_provider_sdk::contract::{ApiKind, Capability, DesiredObject, KubeconfigRef, NamespaceScope};
+    use service_provider_sdk::contract::{ApiKind, DesiredObject, KubeconfigRef, NamespaceScope};
 
     use super::*;
 
@@ -213,9 +220,9 @@ mod tests {
             crds: vec![],
             access: Default::default(),
             capabilities: vec![
-                Capability { cluster: Cluster::Platform, group: "apps".into(), kind: "Deployment".into(), scope: NamespaceScope::Tenant, names: vec!["web".into()] },
-                Capability { cluster: Cluster::Platform, group: "".into(), kind: "Secret".into(), scope: NamespaceScope::Tenant, names: vec![] },
-                Capability { cluster: Cluster::ControlPlane, group: "".into(), kind: "Namespace".into(), scope: NamespaceScope::ClusterScoped, names: vec![] },
+                Capability { cluster: Cluster::Platform, api: ApiKind { group: "apps".into(), version: "v1".into(), kind: "Deployment".into(), plural: "deployments".into(), namespaced: true }, scope: NamespaceScope::Tenant, names: vec!["web".into()] },
+                Capability { cluster: Cluster::Platform, api: ApiKind { group: "".into(), version: "v1".into(), kind: "Secret".into(), plural: "secrets".into(), namespaced: true }, scope: NamespaceScope::Tenant, names: vec![] },
+                Capability { cluster: Cluster::ControlPlane, api: ApiKind { group: "".into(), version: "v1".into(), kind: "Namespace".into(), plural: "namespaces".into(), namespaced: false }, scope: NamespaceScope::ClusterScoped, names: vec![] },
             ],
             observations: vec![],
         }
@@ -256,6 +263,7 @@ mod tests {
         );
         let manifests = check_plan(&descriptor(), &context(true), &p).unwrap();
         assert_eq!(manifests[0].group(), "apps");
+        assert_eq!(manifests[0].plural, "deployments");
         assert_eq!(manifests[1].group(), "");
         assert_eq!(manifests[1].namespace, None);
     }

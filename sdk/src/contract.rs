@@ -93,8 +93,7 @@ pub enum NamespaceScope {
 #[serde(rename_all = "camelCase")]
 pub struct Capability {
     pub cluster: Cluster,
-    pub group: String,
-    pub kind: String,
+    pub api: ApiKind,
     pub scope: NamespaceScope,
     pub names: Vec<String>,
 }

@@ -53,8 +53,7 @@ pub(super) fn descriptor(d: wit::Descriptor) -> sdk::Descriptor {
             .into_iter()
             .map(|c| sdk::Capability {
                 cluster: cluster(c.cluster),
-                group: c.group,
-                kind: c.kind,
+                api: api_kind(c.api),
                 scope: scope(c.scope),
                 names: c.names,
             })

@@ -1,0 +1,94 @@
+//! Kubernetes clients for the clusters the host talks to.
+//!
+//! Every client counts its requests (see [`crate::metrics`]). ControlPlane
+//! clients are built from the kubeconfig Secret an AccessRequest names, and
+//! cached per Secret: the token in it rotates, so a client is rebuilt when the
+//! Secret's `resourceVersion` changes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use http::Request;
+use k8s_openapi::api::core::v1::Secret;
+use kube::client::{Body, ClientBuilder};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use service_provider_sdk::contract::{Cluster, KubeconfigRef};
+use tower::util::MapRequestLayer;
+
+use crate::Error;
+use crate::metrics::Metrics;
+
+/// A client whose requests are counted under `cluster`.
+pub fn client(config: Config, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    let metrics = metrics.clone();
+    let label = cluster.as_str();
+    let count = MapRequestLayer::new(move |request: Request<Body>| {
+        metrics.count_request(label, request.method().as_str());
+        request
+    });
+    let builder = ClientBuilder::try_from(config).map_err(|e| Error::kube(format!("building a {cluster} client"), e))?;
+    Ok(builder.with_layer(&count).build())
+}
+
+/// A client from kubeconfig text (its current context).
+pub async fn client_from_kubeconfig(yaml: &str, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    let kubeconfig = Kubeconfig::from_yaml(yaml)
+        .map_err(|e| Error::Cluster(format!("the {cluster} kubeconfig is not valid: {e}")))?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Cluster(format!("the {cluster} kubeconfig cannot be used: {e}")))?;
+    client(config, cluster, metrics)
+}
+
+/// The platform cluster: in-cluster config, or `KUBECONFIG` / `~/.kube/config`.
+pub async fn platform_client(metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    let config = Config::infer()
+        .await
+        .map_err(|e| Error::Cluster(format!("no platform cluster configuration (in-cluster or KUBECONFIG): {e}")))?;
+    client(config, Cluster::Platform, metrics)
+}
+
+/// Reads the kubeconfig text out of a Secret.
+pub async fn read_kubeconfig(platform: &Client, at: &KubeconfigRef) -> Result<(String, Option<String>), Error> {
+    let secret = Api::<Secret>::namespaced(platform.clone(), &at.namespace)
+        .get(&at.name)
+        .await
+        .map_err(|e| Error::kube(format!("reading kubeconfig Secret {}/{}", at.namespace, at.name), e))?;
+    let version = secret.metadata.resource_version.clone();
+    let bytes = secret
+        .data
+        .and_then(|mut d| d.remove(&at.key))
+        .ok_or_else(|| Error::Cluster(format!("Secret {}/{} has no key {:?}", at.namespace, at.name, at.key)))?;
+    let text = String::from_utf8(bytes.0)
+        .map_err(|_| Error::Cluster(format!("Secret {}/{} key {:?} is not UTF-8", at.namespace, at.name, at.key)))?;
+    Ok((text, version))
+}
+
+/// Clients built from kubeconfig Secrets, rebuilt when a Secret changes.
+#[derive(Default)]
+pub struct ClientCache {
+    clients: Mutex<HashMap<(String, String), (Option<String>, Client)>>,
+}
+
+impl ClientCache {
+    /// The client for the kubeconfig in `at` (one Secret read per call, to
+    /// notice rotation).
+    pub async fn get(&self, platform: &Client, at: &KubeconfigRef, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+        let key = (at.namespace.clone(), at.name.clone());
+        let (text, version) = read_kubeconfig(platform, at).await?;
+        if let Some((cached_version, client)) = self.clients.lock().expect("not poisoned").get(&key) {
+            if *cached_version == version && version.is_some() {
+                return Ok(client.clone());
+            }
+        }
+        let client = client_from_kubeconfig(&text, cluster, metrics).await?;
+        self.clients.lock().expect("not poisoned").insert(key, (version, client.clone()));
+        Ok(client)
+    }
+
+    /// Forgets the client of a Secret (e.g. after its AccessRequest is gone).
+    pub fn forget(&self, at: &KubeconfigRef) {
+        self.clients.lock().expect("not poisoned").remove(&(at.namespace.clone(), at.name.clone()));
+    }
+}

@@ -1,0 +1,97 @@
+//! `init`: install the plugin's CRDs on the cluster each belongs on, and
+//! register the service kind at the ServiceProvider. Any failure is an error
+//! (the Go provider logs and exits 0, hiding broken installs).
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+use serde_json::json;
+use service_provider_sdk::contract::{Cluster, Descriptor};
+use tracing::info;
+
+use crate::Error;
+
+/// The label that says which cluster a CRD belongs on (openmcp).
+pub const CLUSTER_LABEL: &str = "openmcp.cloud/cluster";
+
+pub fn service_provider_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("openmcp.cloud", "v1alpha1", "ServiceProvider"), "serviceproviders")
+}
+
+/// Parses a CRD manifest from the plugin and checks its cluster label.
+pub fn parse_crd(manifest: &str, cluster: Cluster) -> Result<CustomResourceDefinition, Error> {
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(manifest)
+        .map_err(|e| Error::Invalid(format!("a CRD of the plugin is not valid YAML/JSON: {e}")))?;
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    let label = crd.metadata.labels.as_ref().and_then(|l| l.get(CLUSTER_LABEL)).map(String::as_str);
+    let expected = match cluster {
+        Cluster::ControlPlane => "mcp",
+        other => other.as_str(),
+    };
+    if label != Some(expected) {
+        return Err(Error::Invalid(format!(
+            "CRD {name} is declared for the {cluster} cluster but is labelled {CLUSTER_LABEL}={}",
+            label.unwrap_or("<none>")
+        )));
+    }
+    Ok(crd)
+}
+
+/// Creates or updates the CRDs and waits until each is established.
+pub async fn install_crds(descriptor: &Descriptor, platform: &Client, onboarding: &Client, field_manager: &str) -> Result<(), Error> {
+    for declared in &descriptor.crds {
+        let client = match declared.cluster {
+            Cluster::Platform => platform,
+            Cluster::Onboarding => onboarding,
+            other => {
+                return Err(Error::Invalid(format!("CRDs for the {other} cluster cannot be installed by init")));
+            }
+        };
+        let crd = parse_crd(&declared.manifest, declared.cluster)?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let api = Api::<CustomResourceDefinition>::all(client.clone());
+        api.patch(&name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&crd))
+            .await
+            .map_err(|e| Error::kube(format!("installing CRD {name} on the {} cluster", declared.cluster), e))?;
+        tokio::time::timeout(Duration::from_secs(60), await_condition(api, &name, conditions::is_crd_established()))
+            .await
+            .map_err(|_| Error::Cluster(format!("CRD {name} was not established within 60s")))?
+            .map_err(|e| Error::Cluster(format!("waiting for CRD {name}: {e}")))?;
+        info!(crd = %name, cluster = %declared.cluster, "CRD installed");
+    }
+    Ok(())
+}
+
+/// Registers the service kind in `ServiceProvider/<name>.status.resources`,
+/// which openmcp uses to delete service objects with their ControlPlane.
+pub async fn register_service_kind(descriptor: &Descriptor, platform: &Client, provider_name: &str) -> Result<(), Error> {
+    let api: Api<DynamicObject> = Api::all_with(platform.clone(), &service_provider_resource());
+    let s = &descriptor.service;
+    let patch = json!({"status": {"resources": [{"group": s.group, "version": s.version, "kind": s.kind}]}});
+    api.patch_status(provider_name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("registering {} at ServiceProvider {provider_name}", s.kind), e))?;
+    info!(provider = %provider_name, kind = %s.kind, "service kind registered");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crds_must_be_labelled_for_their_cluster() {
+        let crd = |label: &str| {
+            format!(
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.example.com\n  labels:\n    openmcp.cloud/cluster: {label}\nspec:\n  group: example.com\n  names: {{kind: Thing, plural: things}}\n  scope: Namespaced\n  versions: []\n"
+            )
+        };
+        assert!(parse_crd(&crd("platform"), Cluster::Platform).is_ok());
+        let err = parse_crd(&crd("platform"), Cluster::Onboarding).unwrap_err();
+        assert!(err.to_string().contains("labelled openmcp.cloud/cluster=platform"), "{err}");
+        assert!(parse_crd("not: [yaml", Cluster::Platform).is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! Prometheus metrics of the operator.
+//!
+//! Every Kubernetes client the host builds counts its requests by cluster and
+//! HTTP method (a tower layer, see [`crate::clusters`]). That is what proves
+//! the "a no-op reconcile writes nothing" property in tests, and what an
+//! operator watches to see API load per cluster.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// platform, onboarding, control-plane, workload
+    pub cluster: String,
+    /// HTTP method: GET, POST, PUT, PATCH, DELETE
+    pub method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    /// applied, invalid-input, blocked, deleting, deleted, ignored, waiting, error
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// describe, plan, cleanup
+    pub call: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    reconciles: Family<ReconcileLabels, Counter>,
+    reconcile_seconds: Histogram,
+    plugin_seconds: Family<PluginLabels, Histogram>,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("service_provider_host");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("kube_requests", "Kubernetes API requests by cluster and method", requests.clone());
+        let reconciles = Family::<ReconcileLabels, Counter>::default();
+        registry.register("reconciles", "Reconciles by outcome", reconciles.clone());
+        let reconcile_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        registry.register("reconcile_duration_seconds", "Duration of one reconcile", reconcile_seconds.clone());
+        let plugin_seconds =
+            Family::<PluginLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.00005, 2.0, 16)));
+        registry.register(
+            "plugin_call_duration_seconds",
+            "Duration of one plugin call, fresh instance included",
+            plugin_seconds.clone(),
+        );
+        Arc::new(Metrics { registry, requests, reconciles, reconcile_seconds, plugin_seconds })
+    }
+
+    pub fn count_request(&self, cluster: &str, method: &str) {
+        self.requests
+            .get_or_create(&RequestLabels { cluster: cluster.to_string(), method: method.to_string() })
+            .inc();
+    }
+
+    /// Requests sent to `cluster` so far with one of `methods`.
+    pub fn requests(&self, cluster: &str, methods: &[&str]) -> u64 {
+        methods
+            .iter()
+            .map(|m| {
+                self.requests
+                    .get_or_create(&RequestLabels { cluster: cluster.to_string(), method: m.to_string() })
+                    .get()
+            })
+            .sum()
+    }
+
+    /// Write requests (POST, PUT, PATCH, DELETE) sent to `cluster` so far.
+    pub fn writes(&self, cluster: &str) -> u64 {
+        self.requests(cluster, &["POST", "PUT", "PATCH", "DELETE"])
+    }
+
+    pub fn reconciled(&self, outcome: &str, took: Duration) {
+        self.reconciles.get_or_create(&ReconcileLabels { outcome: outcome.to_string() }).inc();
+        self.reconcile_seconds.observe(took.as_secs_f64());
+    }
+
+    /// Reconciles so far that ended with `outcome`.
+    pub fn reconciles(&self, outcome: &str) -> u64 {
+        self.reconciles.get_or_create(&ReconcileLabels { outcome: outcome.to_string() }).get()
+    }
+
+    pub fn plugin_call(&self, call: &str, took: Duration) {
+        self.plugin_seconds.get_or_create(&PluginLabels { call: call.to_string() }).observe(took.as_secs_f64());
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_counted_by_cluster_and_method() {
+        let m = Metrics::new();
+        m.count_request("platform", "GET");
+        m.count_request("platform", "PATCH");
+        m.count_request("platform", "PATCH");
+        m.count_request("onboarding", "DELETE");
+        assert_eq!(m.writes("platform"), 2);
+        assert_eq!(m.requests("platform", &["GET"]), 1);
+        assert_eq!(m.writes("onboarding"), 1);
+        assert_eq!(m.writes("control-plane"), 0);
+        let text = m.encode();
+        assert!(text.contains("service_provider_host_kube_requests_total{cluster=\"platform\",method=\"PATCH\"} 2"), "{text}");
+    }
+
+    #[test]
+    fn reconciles_and_plugin_calls_are_recorded() {
+        let m = Metrics::new();
+        m.reconciled("applied", Duration::from_millis(20));
+        m.plugin_call("plan", Duration::from_micros(300));
+        assert_eq!(m.reconciles("applied"), 1);
+        let text = m.encode();
+        assert!(text.contains("service_provider_host_reconciles_total{outcome=\"applied\"} 1"), "{text}");
+        assert!(text.contains("service_provider_host_plugin_call_duration_seconds_count{call=\"plan\"} 1"), "{text}");
+    }
+}

@@ -1,0 +1,264 @@
+//! The `init` and `run` subcommands, assembled: cluster access, CRDs,
+//! endpoints, leader election and the controller.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use kube::api::{DynamicObject, ListParams};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client};
+use kube_lease_manager::LeaseManagerBuilder;
+use service_provider_sdk::contract::{Cluster, Descriptor, PolicyRule};
+use tracing::{info, warn};
+
+use crate::clusters::{self, client_from_kubeconfig};
+use crate::metrics::Metrics;
+use crate::reconcile::Context;
+use crate::sandbox::Plugin;
+use crate::{Error, access, init, server, watch};
+
+/// Who this provider is and where it runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--provider-name`: the ServiceProvider and ProviderConfig name.
+    pub provider_name: String,
+    /// `POD_NAMESPACE`: where source Secrets and the onboarding requests live.
+    pub pod_namespace: String,
+    /// `POD_NAME`: identity for Events and the leader lease.
+    pub pod_name: Option<String>,
+    /// `--environment` (passed by openmcp; recorded in logs).
+    pub environment: String,
+    /// Development override: an onboarding kubeconfig instead of the openmcp
+    /// bootstrap.
+    pub onboarding_kubeconfig: Option<PathBuf>,
+    /// How long to wait for onboarding access to be granted.
+    pub onboarding_timeout: Duration,
+}
+
+impl Settings {
+    fn field_manager(&self) -> String {
+        format!("service-provider-host/{}", self.provider_name)
+    }
+}
+
+fn rule(groups: &[&str], resources: &[String], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: groups.iter().map(|s| s.to_string()).collect(),
+        resources: resources.to_vec(),
+        resource_names: Vec::new(),
+        verbs: verbs.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// Least-privilege onboarding permissions: `init` only installs CRDs; `run`
+/// works on its own service kind and records Events.
+pub fn onboarding_rules(descriptor: &Descriptor, for_init: bool) -> Vec<PolicyRule> {
+    if for_init {
+        return vec![rule(
+            &["apiextensions.k8s.io"],
+            &["customresourcedefinitions".to_string()],
+            &["get", "list", "watch", "create", "update", "patch"],
+        )];
+    }
+    let plural = &descriptor.service.plural;
+    vec![
+        rule(
+            &[descriptor.service.group.as_str()],
+            &[plural.clone(), format!("{plural}/status")],
+            &["get", "list", "watch", "update", "patch"],
+        ),
+        rule(&["events.k8s.io"], &["events".to_string()], &["create", "patch"]),
+    ]
+}
+
+/// The onboarding cluster client: from the override file, or through the
+/// openmcp bootstrap (ClusterRequest + AccessRequest `<group>--<local>`).
+pub async fn onboarding_client(
+    platform: &Client,
+    settings: &Settings,
+    descriptor: &Descriptor,
+    for_init: bool,
+    metrics: &Arc<Metrics>,
+) -> Result<Client, Error> {
+    if let Some(path) = &settings.onboarding_kubeconfig {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.clone(), source })?;
+        return client_from_kubeconfig(&text, Cluster::Onboarding, metrics).await;
+    }
+    let local = if for_init { "onboarding-init" } else { "onboarding-run" };
+    info!(local, "requesting onboarding cluster access");
+    let at = access::request_onboarding_access(
+        platform,
+        &settings.pod_namespace,
+        &descriptor.service.group,
+        local,
+        &onboarding_rules(descriptor, for_init),
+        settings.onboarding_timeout,
+        &settings.field_manager(),
+    )
+    .await?;
+    let (text, _) = clusters::read_kubeconfig(platform, &at).await?;
+    client_from_kubeconfig(&text, Cluster::Onboarding, metrics).await
+}
+
+/// `init`: CRDs onto their clusters, then the service kind into the
+/// ServiceProvider's status.
+pub async fn init(plugin: &Plugin, settings: &Settings, platform: Client, metrics: &Arc<Metrics>) -> Result<(), Error> {
+    let descriptor = plugin.descriptor();
+    let onboarding = onboarding_client(&platform, settings, descriptor, true, metrics).await?;
+    init::install_crds(descriptor, &platform, &onboarding, &settings.field_manager()).await?;
+    init::register_service_kind(descriptor, &platform, &settings.provider_name).await
+}
+
+/// Fails fast with a clear message when a watched kind cannot be listed
+/// (missing CRD or RBAC); otherwise kube's watcher would retry silently.
+async fn probe(client: &Client, resource: &kube::api::ApiResource, cluster: Cluster) -> Result<(), Error> {
+    Api::<DynamicObject>::all_with(client.clone(), resource)
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .map(drop)
+        .map_err(|e| Error::kube(format!("cannot list {} on the {cluster} cluster (is `init` done, is RBAC granted?)", resource.plural), e))
+}
+
+/// Endpoints of `run`.
+#[derive(Debug, Clone, Default)]
+pub struct Endpoints {
+    pub metrics: Option<SocketAddr>,
+    pub health: Option<SocketAddr>,
+}
+
+/// Builds the shared reconcile context.
+pub fn context(plugin: Plugin, settings: &Settings, platform: Client, onboarding: Client, metrics: Arc<Metrics>) -> Context {
+    let reporter = Reporter {
+        controller: format!("service-provider-host/{}", settings.provider_name),
+        instance: settings.pod_name.clone(),
+    };
+    let recorder = Recorder::new(onboarding.clone(), reporter);
+    Context::new(
+        plugin,
+        settings.provider_name.clone(),
+        settings.pod_namespace.clone(),
+        platform,
+        onboarding,
+        recorder,
+        metrics,
+    )
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// `run`: until SIGTERM/SIGINT (or, with leader election, until the lease
+/// is lost, which ends the process so it can start over as a candidate).
+pub async fn run(plugin: Plugin, settings: &Settings, endpoints: Endpoints, leader_elect: bool, platform: Client, metrics: Arc<Metrics>) -> Result<(), Error> {
+    if plugin.descriptor().access.workload_cluster {
+        return Err(Error::Invalid(format!(
+            "plugin {} asks for a workload cluster, which this host does not support yet",
+            plugin.descriptor().name
+        )));
+    }
+    info!(provider = %settings.provider_name, environment = %settings.environment, plugin = %plugin.descriptor().name, "starting");
+    let ready = Arc::new(AtomicBool::new(false));
+    let mut servers = Vec::new();
+    match (endpoints.metrics, endpoints.health) {
+        (Some(m), Some(h)) if m == h => servers.push((m, true, true)),
+        (m, h) => {
+            servers.extend(m.map(|a| (a, true, false)));
+            servers.extend(h.map(|a| (a, false, true)));
+        }
+    }
+    for (addr, with_metrics, with_probes) in servers {
+        let (metrics, ready) = (metrics.clone(), ready.clone());
+        tokio::spawn(async move {
+            if let Err(e) = server::serve(addr, with_metrics, with_probes, metrics, ready).await {
+                warn!(error = %e, "endpoint stopped");
+            }
+        });
+    }
+
+    let onboarding = onboarding_client(&platform, settings, plugin.descriptor(), false, &metrics).await?;
+    let ctx = Arc::new(context(plugin, settings, platform.clone(), onboarding.clone(), metrics));
+    probe(&onboarding, &ctx.service, Cluster::Onboarding).await?;
+    probe(&platform, &ctx.provider_config, Cluster::Platform).await?;
+
+    if !leader_elect {
+        ready.store(true, Ordering::Relaxed);
+        watch::run(ctx, shutdown_signal()).await;
+        return Ok(());
+    }
+    let identity = settings.pod_name.clone().unwrap_or_else(|| format!("service-provider-host-{}", std::process::id()));
+    let lease = LeaseManagerBuilder::new(platform, format!("sp-{}-leader", settings.provider_name))
+        .with_namespace(settings.pod_namespace.clone())
+        .with_identity(identity)
+        .with_duration(15)
+        .with_grace(5)
+        .build()
+        .await
+        .map_err(|e| Error::Cluster(format!("setting up leader election: {e}")))?;
+    let (mut leader, _task) = lease.watch().await;
+    info!("waiting to become the leader");
+    while !*leader.borrow_and_update() {
+        leader.changed().await.map_err(|_| Error::Cluster("leader election stopped".into()))?;
+    }
+    info!("became the leader");
+    ready.store(true, Ordering::Relaxed);
+    let mut lost = leader.clone();
+    let stop = async move {
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            _ = lost.wait_for(|is_leader| !*is_leader) => warn!("lost the leader lease"),
+        }
+    };
+    watch::run(ctx, stop).await;
+    if !*leader.borrow() {
+        return Err(Error::Cluster("lost the leader lease".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn onboarding_permissions_are_least_privilege() {
+        let d = guest_descriptor();
+        let init = onboarding_rules(&d, true);
+        assert_eq!(init.len(), 1);
+        assert_eq!(init[0].resources, ["customresourcedefinitions"]);
+        let run = onboarding_rules(&d, false);
+        assert_eq!(run[0].api_groups, ["example.com"]);
+        assert_eq!(run[0].resources, ["things", "things/status"]);
+        assert!(run.iter().all(|r| !r.verbs.contains(&"*".to_string()) && !r.resources.contains(&"*".to_string())));
+    }
+
+    fn guest_descriptor() -> Descriptor {
+        let kind = service_provider_sdk::contract::ApiKind {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Thing".into(),
+            plural: "things".into(),
+            namespaced: true,
+        };
+        Descriptor {
+            name: "t".into(),
+            service: kind.clone(),
+            provider_config: kind,
+            finalizer: "f".into(),
+            crds: vec![],
+            access: Default::default(),
+            capabilities: vec![],
+            observations: vec![],
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! What triggers a reconcile: the kube-rs `Controller` over the plugin's
+//! service kind, plus everything that maps back to an instance.
+//!
+//! - service objects on the onboarding cluster (the primary watch);
+//! - the ProviderConfig named `--provider-name` (every instance; its
+//!   `reconcile` operation annotation is consumed here);
+//! - on the platform cluster, every kind the plugin observes or may write,
+//!   filtered by the host's provider label and mapped back through the owner
+//!   labels (a user's edit of a HelmRelease is reverted at once);
+//! - the instances' ControlPlane AccessRequests (a grant continues a waiting
+//!   reconcile);
+//! - source Secrets in the pod namespace (exactly the instances whose last
+//!   plan copies them) and the copies themselves.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::DynamicObject;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use service_provider_sdk::contract::Cluster;
+use service_provider_sdk::names;
+use tracing::{debug, info, warn};
+
+use crate::access;
+use crate::apply::{self, LABEL_COPY_OF, Owner};
+use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
+
+/// The platform kinds to watch: what the plugin observes or writes there
+/// (Secrets have their own watches).
+fn platform_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
+    let d = ctx.descriptor();
+    let mut seen = BTreeSet::new();
+    let observed = d
+        .observations
+        .iter()
+        .filter(|o| o.cluster == Cluster::Platform)
+        .map(|o| (o.api.api_version(), o.api.kind.clone(), o.api.plural.clone()));
+    let written = d
+        .capabilities
+        .iter()
+        .filter(|c| c.cluster == Cluster::Platform)
+        .map(|c| (c.api.api_version(), c.api.kind.clone(), c.api.plural.clone()));
+    observed
+        .chain(written)
+        .filter(|(api_version, kind, _)| !(api_version == "v1" && (kind == "Secret" || kind == "Namespace")))
+        .filter(|(api_version, kind, _)| seen.insert((api_version.clone(), kind.clone())))
+        .map(|(api_version, kind, plural)| apply::api_resource(&api_version, &kind, &plural))
+        .collect()
+}
+
+fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<DynamicObject> {
+    ObjectRef::new_with(name, ctx.service.clone()).within(namespace)
+}
+
+/// Runs the controller until `shutdown` completes.
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let service: Api<DynamicObject> = Api::all_with(ctx.onboarding.clone(), &ctx.service);
+    let provider_selector = Owner::provider_selector(&ctx.provider_name);
+    let mut controller = Controller::new_with(service, watcher::Config::default().any_semantic(), ctx.service.clone())
+        .with_config(controller::Config::default().concurrency(8));
+
+    for resource in platform_kinds(&ctx) {
+        info!(kind = %resource.kind, "watching managed objects on the platform cluster");
+        let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &resource);
+        let c = ctx.clone();
+        controller = controller.watches_with(
+            api,
+            resource,
+            watcher::Config::default().labels(&provider_selector),
+            move |o: DynamicObject| {
+                Owner::of(&o.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name))
+            },
+        );
+    }
+
+    let controller_name = ctx.descriptor().service.group.clone();
+    let requests: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &access::access_request_resource());
+    let c = ctx.clone();
+    controller = controller.watches_with(
+        requests,
+        access::access_request_resource(),
+        watcher::Config::default().labels(&format!("{}={}", access::LABEL_MANAGED_BY, names::label_value(&controller_name))),
+        move |ar: DynamicObject| {
+            let labels = ar.labels();
+            let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
+            let namespace = labels.get(access::LABEL_ONBOARDING_NAMESPACE)?;
+            Some(instance_ref(&c, namespace, name))
+        },
+    );
+
+    let sources: Api<Secret> = Api::namespaced(ctx.platform.clone(), &ctx.pod_namespace);
+    let c = ctx.clone();
+    controller = controller.watches_with(sources, (), watcher::Config::default(), move |secret: Secret| {
+        let users = c.users_of_secret(&secret.name_any());
+        users.into_iter().map(|(ns, name)| instance_ref(&c, &ns, &name)).collect::<Vec<_>>()
+    });
+
+    let copies: Api<Secret> = Api::all(ctx.platform.clone());
+    let c = ctx.clone();
+    controller = controller.watches_with(
+        copies,
+        (),
+        watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}")),
+        move |secret: Secret| Owner::of(&secret.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name)),
+    );
+
+    let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
+    tokio::spawn(watch_provider_config(ctx.clone(), trigger));
+    controller
+        .reconcile_all_on(all)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
+        .for_each(|result| async move {
+            match result {
+                Ok((object, _)) => debug!(%object, "reconciled"),
+                Err(controller::Error::ObjectNotFound(object)) => debug!(%object, "gone before its turn"),
+                Err(e) => debug!(error = %e, "reconcile did not complete"),
+            }
+        })
+        .await;
+}
+
+/// Watches the ProviderConfig: any change re-reconciles every instance; a
+/// `reconcile` operation annotation is removed first (one-shot trigger).
+async fn watch_provider_config(ctx: Arc<Context>, trigger: futures::channel::mpsc::UnboundedSender<()>) {
+    let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", ctx.provider_name));
+    let mut events = watcher(api.clone(), config).default_backoff().touched_objects().boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(pc) => {
+                let requested = pc.annotations().get(OPERATION).map(String::as_str) == Some(OPERATION_RECONCILE);
+                if requested && pc.metadata.deletion_timestamp.is_none() {
+                    info!(name = %pc.name_any(), "reconcile of every instance requested by annotation");
+                    if let Err(e) = reconcile::consume_reconcile_annotation(&api, &pc.name_any()).await {
+                        warn!(error = %e, "could not remove the operation annotation of the ProviderConfig");
+                    }
+                }
+                if trigger.unbounded_send(()).is_err() {
+                    return;
+                }
+            }
+            Err(e) => warn!(error = %e, "watching the ProviderConfig"),
+        }
+    }
+}
