@@ -74,8 +74,11 @@ fn known_secret_copies(input: &Input) -> Vec<ObjectRef> {
         return Vec::new();
     };
     let images = config::image_pull_secrets(version.helm_values.as_ref()).unwrap_or_default();
+    // Copies on the ControlPlane are only worth naming while it is reachable.
+    let reachable = |c: &Cluster| *c != Cluster::ControlPlane || input.context.control_plane.is_some();
     desired::secret_copies(version, &images, &input.context.tenant_namespace)
         .into_iter()
+        .filter(|copy| reachable(&copy.target_cluster))
         .map(|copy| {
             object_ref(copy.target_cluster, "v1", "Secret", "secrets", Some(&copy.target_namespace), &copy.target_name)
         })

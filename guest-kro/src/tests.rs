@@ -191,6 +191,8 @@ fn teardown_deletes_the_release_before_the_repository() {
 fn deletion_proceeds_without_control_plane_access() {
     let t = teardown("deletion with ControlPlane access gone");
     assert_eq!(t.objects.len(), 2, "platform-side objects are still removed");
+    let clusters: Vec<Cluster> = t.secret_copies.iter().map(|c| c.cluster).collect();
+    assert_eq!(clusters, [Cluster::Platform], "no ControlPlane copies named without access");
 }
 
 #[test]

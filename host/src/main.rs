@@ -62,6 +62,9 @@ struct ProviderArgs {
     /// How long to wait for onboarding access to be granted, in seconds.
     #[arg(long, default_value_t = 1800)]
     onboarding_timeout_seconds: u64,
+    /// Only reconcile service objects in this onboarding namespace.
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    watch_namespace: Option<String>,
     #[command(flatten)]
     plugin: PluginArgs,
 }
@@ -103,6 +106,7 @@ impl ProviderArgs {
             environment: self.environment.clone(),
             onboarding_kubeconfig: self.onboarding_kubeconfig.clone(),
             onboarding_timeout: Duration::from_secs(self.onboarding_timeout_seconds),
+            watch_namespace: self.watch_namespace.clone(),
         })
     }
 

@@ -36,6 +36,9 @@ pub struct Settings {
     pub onboarding_kubeconfig: Option<PathBuf>,
     /// How long to wait for onboarding access to be granted.
     pub onboarding_timeout: Duration,
+    /// Only reconcile service objects in this onboarding namespace (all
+    /// namespaces when unset).
+    pub watch_namespace: Option<String>,
 }
 
 impl Settings {
@@ -114,9 +117,12 @@ pub async fn init(plugin: &Plugin, settings: &Settings, platform: Client, metric
 
 /// Fails fast with a clear message when a watched kind cannot be listed
 /// (missing CRD or RBAC); otherwise kube's watcher would retry silently.
-async fn probe(client: &Client, resource: &kube::api::ApiResource, cluster: Cluster) -> Result<(), Error> {
-    Api::<DynamicObject>::all_with(client.clone(), resource)
-        .list_metadata(&ListParams::default().limit(1))
+async fn probe(client: &Client, resource: &kube::api::ApiResource, cluster: Cluster, namespace: Option<&str>) -> Result<(), Error> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    api.list_metadata(&ListParams::default().limit(1))
         .await
         .map(drop)
         .map_err(|e| Error::kube(format!("cannot list {} on the {cluster} cluster (is `init` done, is RBAC granted?)", resource.plural), e))
@@ -136,7 +142,7 @@ pub fn context(plugin: Plugin, settings: &Settings, platform: Client, onboarding
         instance: settings.pod_name.clone(),
     };
     let recorder = Recorder::new(onboarding.clone(), reporter);
-    Context::new(
+    let mut ctx = Context::new(
         plugin,
         settings.provider_name.clone(),
         settings.pod_namespace.clone(),
@@ -144,7 +150,9 @@ pub fn context(plugin: Plugin, settings: &Settings, platform: Client, onboarding
         onboarding,
         recorder,
         metrics,
-    )
+    );
+    ctx.watch_namespace = settings.watch_namespace.clone();
+    ctx
 }
 
 async fn shutdown_signal() {
@@ -188,8 +196,8 @@ pub async fn run(plugin: Plugin, settings: &Settings, endpoints: Endpoints, lead
 
     let onboarding = onboarding_client(&platform, settings, plugin.descriptor(), false, &metrics).await?;
     let ctx = Arc::new(context(plugin, settings, platform.clone(), onboarding.clone(), metrics));
-    probe(&onboarding, &ctx.service, Cluster::Onboarding).await?;
-    probe(&platform, &ctx.provider_config, Cluster::Platform).await?;
+    probe(&onboarding, &ctx.service, Cluster::Onboarding, settings.watch_namespace.as_deref()).await?;
+    probe(&platform, &ctx.provider_config, Cluster::Platform, None).await?;
 
     if !leader_elect {
         ready.store(true, Ordering::Relaxed);

@@ -115,13 +115,16 @@ fn allowed<'d>(descriptor: &'d Descriptor, context: &Context, t: &Target) -> Opt
 }
 
 /// `what` names the request in the error (an object, or a Secret copy).
+/// Writes need the cluster to be reachable; a deletion on a cluster the
+/// instance no longer reaches is just skipped by the host, so it is allowed.
 fn check_target<'d>(
     descriptor: &'d Descriptor,
     context: &Context,
     target: Target,
     what: &str,
+    write: bool,
 ) -> Result<&'d Capability, Error> {
-    if !reachable(target.cluster, context) {
+    if write && !reachable(target.cluster, context) {
         return Err(violation(
             descriptor,
             format!("{what} targets the {} cluster, which this instance has no access to", target.cluster),
@@ -140,7 +143,7 @@ fn check_ref(descriptor: &Descriptor, context: &Context, r: &ObjectRef) -> Resul
         name: &r.name,
     };
     let what = target.describe();
-    check_target(descriptor, context, target, &what).map(drop)
+    check_target(descriptor, context, target, &what, false).map(drop)
 }
 
 /// Parses a desired object and pulls out its identity.
@@ -180,7 +183,7 @@ pub fn check_plan(descriptor: &Descriptor, context: &Context, plan: &Plan) -> Re
             name: &m.name,
         };
         let what = target.describe();
-        let plural = check_target(descriptor, context, target, &what)?.api.plural.clone();
+        let plural = check_target(descriptor, context, target, &what, true)?.api.plural.clone();
         m.plural = plural;
     }
     for copy in &plan.secret_copies {
@@ -198,7 +201,7 @@ pub fn check_plan(descriptor: &Descriptor, context: &Context, plan: &Plan) -> Re
             namespace: Some(&copy.target_namespace),
             name: &copy.target_name,
         };
-        check_target(descriptor, context, target, &what)?;
+        check_target(descriptor, context, target, &what, true)?;
     }
     Ok(manifests)
 }
@@ -295,6 +298,24 @@ mod tests {
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
         let err = check_plan(&descriptor(), &context(false), &plan(vec![(Cluster::ControlPlane, ns)], vec![])).unwrap_err();
         assert!(err.to_string().contains("no access"), "{err}");
+    }
+
+    #[test]
+    fn deletions_on_unreachable_clusters_are_allowed_but_still_checked() {
+        let d = descriptor();
+        let ns_ref = |name: &str| ObjectRef {
+            cluster: Cluster::ControlPlane,
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            plural: "namespaces".into(),
+            namespace: None,
+            name: name.into(),
+        };
+        assert!(check_ref(&d, &context(false), &ns_ref("x")).is_ok());
+        let mut secret = ns_ref("x");
+        secret.kind = "Secret".into();
+        secret.namespace = Some("elsewhere".into());
+        assert!(check_ref(&d, &context(false), &secret).is_err(), "allow-list still applies");
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub struct Context {
     pub service: ApiResource,
     pub provider_config: ApiResource,
     pub clients: ClientCache,
+    /// Only service objects in this onboarding namespace (all when `None`).
+    pub watch_namespace: Option<String>,
     /// Source Secrets each instance's last plan copies: `(ns, name)` → names.
     pub secret_users: Mutex<HashMap<(String, String), BTreeSet<String>>>,
     /// Consecutive failures per instance, for exponential backoff.
@@ -83,6 +85,7 @@ impl Context {
             service,
             provider_config,
             clients: ClientCache::default(),
+            watch_namespace: None,
             secret_users: Mutex::default(),
             failures: Mutex::default(),
         }

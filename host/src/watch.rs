@@ -60,7 +60,10 @@ fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<Dynamic
 
 /// Runs the controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    let service: Api<DynamicObject> = Api::all_with(ctx.onboarding.clone(), &ctx.service);
+    let service: Api<DynamicObject> = match &ctx.watch_namespace {
+        Some(ns) => Api::namespaced_with(ctx.onboarding.clone(), ns, &ctx.service),
+        None => Api::all_with(ctx.onboarding.clone(), &ctx.service),
+    };
     let provider_selector = Owner::provider_selector(&ctx.provider_name);
     let mut controller = Controller::new_with(service, watcher::Config::default().any_semantic(), ctx.service.clone())
         .with_config(controller::Config::default().concurrency(8));

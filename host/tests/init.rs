@@ -1,0 +1,159 @@
+//! `service-provider-host init` as openmcp runs it: the real binary against
+//! fresh API servers (no project CRDs yet), with onboarding access granted
+//! through the openmcp simulator.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use envtest::crds::{self, Purpose};
+use envtest::{Cluster, ClusterOptions, OpenMcpSimulator, SimulatorOptions};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::Api;
+use serde_json::json;
+use std::time::Duration;
+
+fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}-{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn plugin() -> PathBuf {
+    let path = std::env::var_os("KRO_PLUGIN_WASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin/guest_kro.wasm"));
+    assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
+    path
+}
+
+#[tokio::test]
+async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
+    let (platform, onboarding, third_party) = tokio::join!(
+        Cluster::start(ClusterOptions::new("platform")),
+        Cluster::start(ClusterOptions::new("onboarding")),
+        tokio::task::spawn_blocking(crds::third_party_crds),
+    );
+    let (platform, onboarding) = (platform.expect("platform"), onboarding.expect("onboarding"));
+    let platform_client = platform.client().await.unwrap();
+    let onboarding_client = onboarding.client().await.unwrap();
+    let platform_crds: Vec<_> =
+        third_party.unwrap().expect("CRDs").into_iter().filter(|c| c.purpose == Some(Purpose::Platform)).collect();
+    crds::install(&platform_client, &platform_crds, Duration::from_secs(60)).await.expect("openmcp and Flux CRDs");
+
+    let pod_ns = unique("provider");
+    let provider = unique("kro");
+    let ns = Namespace { metadata: ObjectMeta { name: Some(pod_ns.clone()), ..Default::default() }, ..Default::default() };
+    Api::<Namespace>::all(platform_client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let providers: Api<DynamicObject> =
+        Api::all_with(platform_client.clone(), &service_provider_host::init::service_provider_resource());
+    let sp: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+        "metadata": {"name": provider}, "spec": {"image": "service-provider-host:test"}
+    }))
+    .unwrap();
+    providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
+    // openmcp-operator gives it a status before running the init job.
+    providers
+        .patch_status(&provider, &PatchParams::default(), &Patch::Merge(&json!({"status": {"observedGeneration": 1, "phase": "Progressing"}})))
+        .await
+        .expect("ServiceProvider status");
+
+    let simulator = OpenMcpSimulator::start(
+        &platform,
+        &onboarding,
+        SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], ..Default::default() },
+    );
+    let out = tokio::task::spawn_blocking({
+        let (platform, pod_ns, provider) = (platform.kubeconfig_path(), pod_ns.clone(), provider.clone());
+        move || {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_service-provider-host"));
+            cmd.args(["init", "--environment", "test", "--provider-name", &provider, "-v", "DEBUG"])
+                .arg("--plugin")
+                .arg(plugin())
+                .env("KUBECONFIG", platform)
+                .env("POD_NAMESPACE", pod_ns)
+                .env_remove("ONBOARDING_KUBECONFIG");
+            cmd.output().expect("runs")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "init failed: {}", String::from_utf8_lossy(&out.stderr));
+
+    let crd = |client: &kube::Client, name: &str| {
+        let api = Api::<CustomResourceDefinition>::all(client.clone());
+        let name = name.to_string();
+        async move { api.get_opt(&name).await.unwrap() }
+    };
+    let kroes = crd(&onboarding_client, "kroes.kro.services.open-control-plane.io").await.expect("Kro CRD on onboarding");
+    assert_eq!(kroes.metadata.labels.unwrap()["openmcp.cloud/cluster"], "onboarding");
+    assert!(crd(&platform_client, "kroes.kro.services.open-control-plane.io").await.is_none(), "not on platform");
+    let pcs = crd(&platform_client, "providerconfigs.kro.services.open-control-plane.io").await.expect("ProviderConfig CRD on platform");
+    assert_eq!(pcs.metadata.labels.unwrap()["openmcp.cloud/cluster"], "platform");
+    assert!(crd(&onboarding_client, "providerconfigs.kro.services.open-control-plane.io").await.is_none(), "not on onboarding");
+
+    let sp = serde_json::to_value(providers.get(&provider).await.unwrap()).unwrap();
+    assert_eq!(
+        sp["status"]["resources"],
+        json!([{"group": "kro.services.open-control-plane.io", "version": "v1alpha1", "kind": "Kro"}])
+    );
+    // Onboarding access for init asked only for CRDs.
+    let ars: Api<DynamicObject> = Api::namespaced_with(platform_client.clone(), &pod_ns, &service_provider_host::access::access_request_resource());
+    let ar = serde_json::to_value(ars.get("kro.services.open-control-plane.io--onboarding-init").await.expect("init AccessRequest")).unwrap();
+    assert_eq!(ar["spec"]["token"]["permissions"][0]["rules"][0]["resources"], json!(["customresourcedefinitions"]));
+
+    // A second run (a new provider version) updates in place and succeeds.
+    let again = tokio::task::spawn_blocking({
+        let (platform, pod_ns, provider) = (platform.kubeconfig_path(), pod_ns.clone(), provider.clone());
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+                .args(["init", "--provider-name", &provider])
+                .arg("--plugin")
+                .arg(plugin())
+                .env("KUBECONFIG", platform)
+                .env("POD_NAMESPACE", pod_ns)
+                .output()
+                .expect("runs")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(again.status.success(), "second init failed: {}", String::from_utf8_lossy(&again.stderr));
+
+    // Failures are failures: an unknown ServiceProvider exits non-zero.
+    let missing = tokio::task::spawn_blocking({
+        let (platform, pod_ns) = (platform.kubeconfig_path(), pod_ns.clone());
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+                .args(["init", "--provider-name", "no-such-provider", "--onboarding-timeout-seconds", "60"])
+                .arg("--plugin")
+                .arg(plugin())
+                .env("KUBECONFIG", platform)
+                .env("POD_NAMESPACE", pod_ns)
+                .output()
+                .expect("runs")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!missing.status.success(), "init must fail without its ServiceProvider");
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.contains("ServiceProvider no-such-provider"), "{stderr}");
+    simulator.stop().await;
+}
+
+#[test]
+fn a_missing_pod_namespace_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(["init", "--provider-name", "kro"])
+        .arg("--plugin")
+        .arg(plugin())
+        .env_remove("POD_NAMESPACE")
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("POD_NAMESPACE is not set"), "{stderr}");
+}

@@ -1,0 +1,503 @@
+//! The service-provider lifecycle on real API servers: the host's controller
+//! with the Kro component, the openmcp and Flux simulators, one behaviour
+//! per test. Run with `task test` (builds the plugin and the API servers).
+
+mod support;
+
+use std::time::Duration;
+
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::Api;
+use serde_json::{Value, json};
+use service_provider_host::reconcile;
+use std::sync::Arc;
+use support::*;
+
+const DOCKER: &str = "kubernetes.io/dockerconfigjson";
+
+fn one(instance: &str, flux_ready: bool) -> Options {
+    Options { instances: vec![instance.to_string()], flux_ready }
+}
+
+async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
+    api.get_opt(name).await.expect("read").map(|o| serde_json::to_value(o).unwrap())
+}
+
+#[tokio::test]
+async fn happy_path_reaches_ready_with_exact_flux_objects() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+
+    let kro = f.wait_ready("mcp-01").await;
+    assert_eq!(ready(&kro)["reason"], "ReconcileSuccess");
+    assert_eq!(ready(&kro)["message"], "Domain Service is ready");
+    assert_eq!(kro["status"]["observedGeneration"], kro["metadata"]["generation"]);
+    assert!(kro["metadata"]["finalizers"].as_array().unwrap().iter().any(|f| f == "kro.services.open-control-plane.io/finalizer"));
+    let resources = kro["status"]["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 2);
+    assert!(resources.iter().all(|r| r["phase"] == "Ready"));
+
+    let tenant = f.tenant("mcp-01");
+    let repo = get(&f.flux_objects("OCIRepository", "mcp-01"), "kro-oci-repository").await.expect("OCIRepository");
+    assert_eq!(repo["spec"]["ref"]["tag"], "0.9.1");
+    assert_eq!(repo["spec"]["url"], "oci://registry.k8s.io/kro/charts/kro");
+    let release = get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.expect("HelmRelease");
+    assert_eq!(release["spec"]["chartRef"]["namespace"], tenant.as_str());
+    assert_eq!(release["spec"]["targetNamespace"], "kro-system");
+
+    // The AccessRequest: openmcp naming and labels, least-privilege token,
+    // and the HelmRelease uses the Secret its status names.
+    let ar_name = "kro.services.open-control-plane.io--mcp-01--mcp";
+    let ar = get(&f.access_requests("mcp-01"), ar_name).await.expect("AccessRequest");
+    assert_eq!(ar["metadata"]["labels"]["openmcp.cloud/managed-by"], GROUP);
+    assert_eq!(ar["metadata"]["labels"]["openmcp.cloud/onboarding-name"], "mcp-01");
+    assert_eq!(ar["spec"]["requestRef"]["name"], "mcp-01");
+    assert!(ar["metadata"]["finalizers"].as_array().unwrap().iter().any(|x| x == "clusters.openmcp.cloud/clusteraccess"));
+    let rules = ar["spec"]["token"]["permissions"][0]["rules"].as_array().unwrap();
+    assert!(rules.iter().all(|r| r["resources"].as_array().unwrap().iter().all(|x| x != "*")));
+    assert_eq!(release["spec"]["kubeConfig"]["secretRef"]["name"], ar["status"]["secretRef"]["name"]);
+    assert_eq!(release["spec"]["kubeConfig"]["secretRef"]["key"], "kubeconfig");
+
+    f.wait_event("mcp-01", "Normal", "Ready").await;
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_missing_provider_config_is_actionable_and_recovers() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    let kro = f.wait_kro("mcp-01", "missing-config message", |k| {
+        ready(k)["message"].as_str().is_some_and(|m| m.starts_with("No ProviderConfig found"))
+    })
+    .await;
+    assert_eq!(kro["status"]["phase"], "Progressing");
+    assert!(ready(&kro)["message"].as_str().unwrap().contains(&format!("\"{}\"", f.provider)));
+    f.wait_event("mcp-01", "Warning", "ReconcileError").await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.wait_ready("mcp-01").await;
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn an_unknown_version_lists_the_offer_and_a_fixed_one_proceeds() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1"), version("v0.9.3", "0.9.3")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v9.9.9").await;
+    let kro = f.wait_kro("mcp-01", "ReconcileError", |k| ready(k)["reason"] == "ReconcileError").await;
+    assert_eq!(kro["status"]["phase"], "Progressing");
+    assert_eq!(
+        ready(&kro)["message"],
+        "invalid user input: requested version is not available: \"v9.9.9\", available versions are: v0.9.1, v0.9.3"
+    );
+    let event = f.wait_event("mcp-01", "Warning", "ReconcileError").await;
+    assert!(event.note.unwrap_or_default().contains("available versions are"));
+    assert!(get(&f.flux_objects("OCIRepository", "mcp-01"), "kro-oci-repository").await.is_none(), "nothing applied");
+
+    f.patch_kro("mcp-01", json!({"spec": {"version": "v0.9.3"}})).await;
+    let kro = f.wait_ready("mcp-01").await;
+    assert_eq!(kro["status"]["observedGeneration"], 2);
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_version_upgrade_changes_the_oci_repository_tag() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1"), version("v0.9.3", "0.9.3")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+    f.patch_kro("mcp-01", json!({"spec": {"version": "v0.9.3"}})).await;
+    let repos = f.flux_objects("OCIRepository", "mcp-01");
+    eventually("tag 0.9.3", WAIT, || async {
+        get(&repos, "kro-oci-repository").await.filter(|r| r["spec"]["ref"]["tag"] == "0.9.3")
+    })
+    .await;
+    f.wait_kro("mcp-01", "Ready for generation 2", |k| k["status"]["phase"] == "Ready" && k["status"]["observedGeneration"] == 2)
+        .await;
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_provider_config_edit_re_reconciles_every_instance() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+    // pollInterval is 1m: only the ProviderConfig watch can make this fast.
+    f.provider_config(json!([{"version": "v0.9.1", "chartVersion": "0.9.2", "chartURL": "registry.example/charts/kro"}])).await;
+    let repos = f.flux_objects("OCIRepository", "mcp-01");
+    let repo = eventually("new chart", Duration::from_secs(30), || async {
+        get(&repos, "kro-oci-repository").await.filter(|r| r["spec"]["ref"]["tag"] == "0.9.2")
+    })
+    .await;
+    assert_eq!(repo["spec"]["url"], "oci://registry.example/charts/kro");
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_users_edit_of_the_helm_release_is_reverted() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+    let releases = f.flux_objects("HelmRelease", "mcp-01");
+    releases
+        .patch(
+            "kro-helm-release",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"releaseName": "hijacked", "targetNamespace": "elsewhere"}})),
+        )
+        .await
+        .expect("user edit");
+    eventually("edit reverted", Duration::from_secs(30), || async {
+        get(&releases, "kro-helm-release")
+            .await
+            .filter(|r| r["spec"]["releaseName"] == "kro" && r["spec"]["targetNamespace"] == "kro-system")
+    })
+    .await;
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn chart_pull_secrets_are_copied_rotated_and_cleaned_up() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("registry", DOCKER, "{\"auths\":{}}").await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+
+    let tenant = f.tenant("mcp-01");
+    let copies: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.platform.clone(), &tenant);
+    let copy = copies.get("sp-kro-registry").await.expect("prefixed copy in the tenant namespace");
+    assert_eq!(copy.type_.as_deref(), Some(DOCKER));
+    assert_eq!(copy.data.as_ref().unwrap()[".dockerconfigjson"].0, b"{\"auths\":{}}");
+    assert_eq!(copy.metadata.labels.as_ref().unwrap()["service-provider.open-control-plane.io/copy-of"], "registry");
+    let repo = get(&f.flux_objects("OCIRepository", "mcp-01"), "kro-oci-repository").await.unwrap();
+    assert_eq!(repo["spec"]["secretRef"]["name"], "sp-kro-registry");
+
+    // Rotation reaches the copy through the Secret watch, not the 1m poll.
+    f.source_secret("registry", DOCKER, "{\"auths\":{\"r\":{}}}").await;
+    eventually("rotated copy", Duration::from_secs(30), || async {
+        copies
+            .get_opt("sp-kro-registry")
+            .await
+            .unwrap()
+            .filter(|s| s.data.as_ref().unwrap()[".dockerconfigjson"].0 == b"{\"auths\":{\"r\":{}}}")
+    })
+    .await;
+
+    // Dropping the pull secret from the config removes the copy.
+    f.provider_config(json!([version("v0.9.3", "0.9.3")])).await;
+    eventually("copy removed", Duration::from_secs(30), || async {
+        copies.get_opt("sp-kro-registry").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let repos = f.flux_objects("OCIRepository", "mcp-01");
+    eventually("secretRef removed", WAIT, || async {
+        get(&repos, "kro-oci-repository").await.filter(|r| r["spec"].get("secretRef").is_none())
+    })
+    .await;
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn a_pull_secret_of_the_wrong_type_is_refused_clearly() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("opaque-registry", "Opaque", "token").await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "opaque-registry"}])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    let kro = f.wait_kro("mcp-01", "type error", |k| ready(k)["reason"] == "ReconcileError").await;
+    let message = ready(&kro)["message"].as_str().unwrap().to_string();
+    assert!(message.contains("has type Opaque, but kubernetes.io/dockerconfigjson is required"), "{message}");
+    f.wait_event("mcp-01", "Warning", "ReconcileError").await;
+    let copies: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.platform.clone(), &f.tenant("mcp-01"));
+    assert!(copies.get_opt("sp-kro-opaque-registry").await.unwrap().is_none(), "nothing copied");
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn image_pull_secrets_are_copied_into_kro_system_on_the_control_plane() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("pull", DOCKER, "{\"auths\":{\"img\":{}}}").await;
+    f.provider_config(json!([{
+        "version": "v0.9.3", "chartVersion": "0.9.3",
+        "helmValues": {"imagePullSecrets": [{"name": "pull"}], "config": {"logLevel": "debug"}}
+    }]))
+    .await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+    let on_cp: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.control_plane.clone(), "kro-system");
+    let copy = on_cp.get("pull").await.expect("copy in kro-system on the ControlPlane");
+    assert_eq!(copy.type_.as_deref(), Some(DOCKER));
+    assert_eq!(copy.data.as_ref().unwrap()[".dockerconfigjson"].0, b"{\"auths\":{\"img\":{}}}");
+    let release = get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.unwrap();
+    assert_eq!(release["spec"]["values"]["imagePullSecrets"][0]["name"], "pull");
+    assert_eq!(release["spec"]["values"]["config"]["logLevel"], "debug");
+
+    // Deleting the instance removes the copy from the ControlPlane too.
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    assert!(on_cp.get_opt("pull").await.unwrap().is_none(), "ControlPlane copy removed");
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn operation_annotations_on_the_service_object() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+
+    // ignore: a bad version is not even looked at.
+    f.patch_kro("mcp-01", json!({"metadata": {"annotations": {"openmcp.cloud/operation": "ignore"}}, "spec": {"version": "v0"}})).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let kro = f.kro("mcp-01").await.unwrap();
+    assert_eq!(kro["status"]["phase"], "Ready", "ignored: status untouched");
+    assert_eq!(kro["status"]["observedGeneration"], 1);
+
+    // Removing it resumes reconciliation.
+    f.patch_kro("mcp-01", json!({"metadata": {"annotations": {"openmcp.cloud/operation": null}}})).await;
+    f.wait_kro("mcp-01", "ReconcileError", |k| ready(k)["reason"] == "ReconcileError").await;
+
+    // reconcile: consumed.
+    f.patch_kro("mcp-01", json!({"metadata": {"annotations": {"openmcp.cloud/operation": "reconcile"}}, "spec": {"version": "v0.9.1"}})).await;
+    let kro = f.wait_kro("mcp-01", "annotation consumed and Ready", |k| {
+        k["metadata"]["annotations"].get("openmcp.cloud/operation").is_none() && k["status"]["phase"] == "Ready"
+    })
+    .await;
+    assert_eq!(kro["status"]["observedGeneration"], 3);
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn operation_annotations_on_the_provider_config() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+    let repos = f.flux_objects("OCIRepository", "mcp-01");
+
+    // ignore on the ProviderConfig: its edits are not rolled out.
+    let spec = |chart: &str| json!({"pollInterval": "1m", "versions": [version("v0.9.1", chart)]});
+    f.provider_config_with(spec("0.9.2"), Some(json!({"openmcp.cloud/operation": "ignore"}))).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(get(&repos, "kro-oci-repository").await.unwrap()["spec"]["ref"]["tag"], "0.9.1");
+
+    // reconcile on the ProviderConfig: consumed, and the edit is rolled out.
+    f.provider_config_with(spec("0.9.2"), Some(json!({"openmcp.cloud/operation": "reconcile"}))).await;
+    eventually("tag 0.9.2", WAIT, || async {
+        get(&repos, "kro-oci-repository").await.filter(|r| r["spec"]["ref"]["tag"] == "0.9.2")
+    })
+    .await;
+    let pcs = f.provider_configs();
+    eventually("annotation consumed", WAIT, || async {
+        get(&pcs, &f.provider).await.filter(|pc| pc["metadata"]["annotations"].get("openmcp.cloud/operation").is_none())
+    })
+    .await;
+    f.stop_operator().await;
+}
+
+fn rgd(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "kro.run/v1alpha1",
+        "kind": "ResourceGraphDefinition",
+        "metadata": {"name": name},
+        "spec": {"schema": {"apiVersion": "v1alpha1", "kind": format!("Thing{}", name.len()), "spec": {"name": "string"}}}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn deletion_is_blocked_by_rgds_then_completes() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("registry", DOCKER, "{}").await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+
+    let rgds: Api<DynamicObject> = Api::all_with(f.control_plane.clone(), &rgd_resource());
+    for name in ["noop", "webapp"] {
+        rgds.create(&PostParams::default(), &rgd(name)).await.expect("RGD created");
+    }
+    f.delete_kro("mcp-01").await;
+    let kro = f.wait_kro("mcp-01", "deletion blocked", |k| {
+        ready(k)["message"].as_str().is_some_and(|m| m.contains("waiting for 2 kro ResourceGraphDefinition(s)"))
+    })
+    .await;
+    assert_eq!(kro["status"]["phase"], "Terminating");
+    assert_eq!(ready(&kro)["reason"], "Terminating");
+    assert!(get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_some(), "kro stays while RGDs exist");
+
+    for name in ["noop", "webapp"] {
+        rgds.delete(name, &DeleteParams::default()).await.expect("RGD deleted");
+    }
+    f.wait_gone("mcp-01").await;
+    assert!(get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_none());
+    assert!(get(&f.flux_objects("OCIRepository", "mcp-01"), "kro-oci-repository").await.is_none());
+    assert!(get(&f.access_requests("mcp-01"), "kro.services.open-control-plane.io--mcp-01--mcp").await.is_none(), "AccessRequest removed");
+    let copies: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.platform.clone(), &f.tenant("mcp-01"));
+    assert!(copies.get_opt("sp-kro-registry").await.unwrap().is_none(), "pull-secret copy removed");
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn deletion_completes_when_the_access_request_is_already_gone() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+    f.stop_operator().await;
+
+    // The ControlPlane goes away behind the provider's back.
+    f.openmcp.unregister_control_plane("mcp-01", &f.ns).await.unwrap();
+    let ars = f.access_requests("mcp-01");
+    let ar_name = "kro.services.open-control-plane.io--mcp-01--mcp";
+    ars.patch(ar_name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    ars.delete(ar_name, &DeleteParams::default()).await.unwrap();
+    eventually("AccessRequest gone", WAIT, || async { get(&ars, ar_name).await.is_none().then_some(()) }).await;
+
+    f.delete_kro("mcp-01").await;
+    f.start_operator().await;
+    f.wait_gone("mcp-01").await;
+    assert!(get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_none(), "not orphaned");
+    assert!(get(&f.flux_objects("OCIRepository", "mcp-01"), "kro-oci-repository").await.is_none(), "not orphaned");
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn deletion_does_not_need_the_version_to_be_offered() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+    f.provider_config(json!([version("v0.9.3", "0.9.3")])).await;
+    f.wait_kro("mcp-01", "version withdrawn", |k| ready(k)["reason"] == "ReconcileError").await;
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    assert!(get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_none());
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn names_of_23_and_63_characters_work() {
+    let short = "a".repeat(23);
+    let long = "b".repeat(63);
+    let mut f = Fixture::new(Options { instances: vec![short.clone(), long.clone()], flux_ready: true }).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    for name in [&short, &long] {
+        f.create_kro(name, "v0.9.1").await;
+    }
+    for name in [&short, &long] {
+        f.wait_ready(name).await;
+        let release = get(&f.flux_objects("HelmRelease", name), "kro-helm-release").await.unwrap();
+        let ar_name = service_provider_sdk::names::access_request_name(GROUP, name, "mcp");
+        assert!(ar_name.len() <= 63, "{ar_name}");
+        let ar = get(&f.access_requests(name), &ar_name).await.expect("AccessRequest");
+        assert_eq!(release["spec"]["kubeConfig"]["secretRef"]["name"], ar["status"]["secretRef"]["name"], "{name}");
+    }
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn two_tenants_are_isolated() {
+    let mut f = Fixture::new(Options { instances: vec!["alpha".into(), "beta".into()], flux_ready: true }).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1"), version("v0.9.3", "0.9.3")])).await;
+    f.start_operator().await;
+    f.create_kro("alpha", "v0.9.1").await;
+    f.create_kro("beta", "v0.9.3").await;
+    f.wait_ready("alpha").await;
+    f.wait_ready("beta").await;
+    assert_ne!(f.tenant("alpha"), f.tenant("beta"));
+    let tag = |v: Option<Value>| v.unwrap()["spec"]["ref"]["tag"].clone();
+    assert_eq!(tag(get(&f.flux_objects("OCIRepository", "alpha"), "kro-oci-repository").await), "0.9.1");
+    assert_eq!(tag(get(&f.flux_objects("OCIRepository", "beta"), "kro-oci-repository").await), "0.9.3");
+
+    f.delete_kro("alpha").await;
+    f.wait_gone("alpha").await;
+    assert!(get(&f.flux_objects("OCIRepository", "alpha"), "kro-oci-repository").await.is_none());
+    assert_eq!(tag(get(&f.flux_objects("OCIRepository", "beta"), "kro-oci-repository").await), "0.9.3", "beta untouched");
+    assert_eq!(f.kro("beta").await.unwrap()["status"]["phase"], "Ready");
+    f.stop_operator().await;
+}
+
+#[tokio::test]
+async fn onboarding_access_is_requested_through_openmcp() {
+    let f = Fixture::new(one("mcp-01", true)).await;
+    let settings = f.settings();
+    let onboarding = service_provider_host::operator::onboarding_client(&f.platform, &settings, plugin().descriptor(), false, &f.metrics)
+        .await
+        .expect("onboarding access granted by openmcp");
+    // The kubeconfig the simulator handed out reaches the onboarding cluster.
+    Api::<DynamicObject>::namespaced_with(onboarding, &f.ns, &kro_resource()).list(&Default::default()).await.expect("list Kro");
+    let ars: Api<DynamicObject> = Api::namespaced_with(f.platform.clone(), &f.pod_ns, &access_request_resource());
+    let ar = get(&ars, "kro.services.open-control-plane.io--onboarding-run").await.expect("onboarding AccessRequest");
+    let rules = ar["spec"]["token"]["permissions"][0]["rules"].as_array().unwrap();
+    assert_eq!(rules[0]["apiGroups"][0], GROUP, "least privilege: only the service group");
+}
+
+/// Requests made by single reconciles, called directly so each one can be
+/// counted on its own. A no-op reconcile must make no write request.
+#[tokio::test]
+async fn a_no_op_reconcile_makes_no_write_requests() {
+    let f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("registry", DOCKER, "{}").await;
+    f.source_secret("pull", DOCKER, "{}").await;
+    f.provider_config(json!([{
+        "version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry",
+        "helmValues": {"imagePullSecrets": [{"name": "pull"}]}
+    }]))
+    .await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    let ctx = f.context().await;
+    let clusters = ["platform", "onboarding", "control-plane"];
+    let counts = |m: &service_provider_host::metrics::Metrics| {
+        clusters.iter().map(|c| (m.requests(c, &["GET"]), m.writes(c))).collect::<Vec<_>>()
+    };
+    let once = async |ctx: &Arc<reconcile::Context>| -> (Vec<(u64, u64)>, Action) {
+        let object = Arc::new(f.kroes().get("mcp-01").await.unwrap());
+        let before = counts(&f.metrics);
+        let action = reconcile::reconcile(object, ctx.clone()).await.expect("reconcile");
+        let after = counts(&f.metrics);
+        (before.iter().zip(&after).map(|(b, a)| (a.0 - b.0, a.1 - b.1)).collect(), action)
+    };
+    let total = |d: &[(u64, u64)]| d.iter().map(|(r, w)| r + w).sum::<u64>();
+
+    once(&ctx).await; // adds the finalizer
+    // Until the AccessRequest is granted, reconciles wait.
+    let first = eventually("a full first reconcile", WAIT, || async {
+        let (delta, _) = once(&ctx).await;
+        f.flux_objects("HelmRelease", "mcp-01").get_opt("kro-helm-release").await.unwrap().map(|_| delta)
+    })
+    .await;
+    // Flux reports Ready; a later reconcile records it in the status.
+    eventually("Ready", WAIT, || async {
+        once(&ctx).await;
+        f.kro("mcp-01").await.filter(|k| k["status"]["phase"] == "Ready")
+    })
+    .await;
+    let (noop, action) = once(&ctx).await;
+    eprintln!(
+        "requests (reads, writes) per cluster [platform, onboarding, control-plane]: first reconcile {first:?} = {} requests; no-op reconcile {noop:?} = {} requests",
+        total(&first),
+        total(&noop)
+    );
+    assert!(first.iter().map(|(_, w)| w).sum::<u64>() >= 6, "the first reconcile writes: {first:?}");
+    assert_eq!(noop.iter().map(|(_, w)| w).sum::<u64>(), 0, "no-op reconcile wrote: {noop:?}");
+    assert_eq!(action, Action::requeue(Duration::from_secs(60)), "requeue after pollInterval");
+}

@@ -1,0 +1,356 @@
+//! End-to-end fixtures: the host's controller on real API servers.
+//!
+//! Every test gets its own onboarding namespace, pod namespace, provider
+//! name (hence its own ProviderConfig and owner labels) and its own
+//! ControlPlane cluster, so tests run in parallel without seeing each other.
+//! Platform and onboarding clusters are shared per test binary. The openmcp
+//! and Flux simulators of `envtest` play the parts that are not running.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use envtest::crds::{self, Purpose};
+use envtest::{Cluster, ClusterOptions, FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use service_provider_host::clusters;
+use service_provider_host::metrics::Metrics;
+use service_provider_host::operator::{self, Settings};
+use service_provider_host::reconcile::Context;
+use service_provider_host::sandbox::{Limits, Plugin, Sandbox};
+use service_provider_sdk::{contract, names};
+
+pub const WAIT: Duration = Duration::from_secs(60);
+pub const GROUP: &str = "kro.services.open-control-plane.io";
+
+/// Unique within this test binary run (namespaces are never deleted: no
+/// namespace controller runs).
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}-{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The Kro component, compiled once per test binary.
+pub fn plugin() -> Plugin {
+    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
+    PLUGIN
+        .get_or_init(|| {
+            let path = std::env::var_os("KRO_PLUGIN_WASM").map(PathBuf::from).unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin/guest_kro.wasm")
+            });
+            assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
+            let sandbox = Sandbox::new().expect("engine");
+            sandbox.load_file(&path, None, Limits::default()).expect("the Kro plugin loads")
+        })
+        .clone()
+}
+
+/// Polls until `check` returns `Some`, or panics after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub fn kro_resource() -> ApiResource {
+    service_provider_host::apply::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes")
+}
+
+pub fn provider_config_resource() -> ApiResource {
+    service_provider_host::apply::api_resource(&format!("{GROUP}/v1alpha1"), "ProviderConfig", "providerconfigs")
+}
+
+pub fn flux_resource(kind: &str) -> ApiResource {
+    match kind {
+        "OCIRepository" => service_provider_host::apply::api_resource("source.toolkit.fluxcd.io/v1", kind, "ocirepositories"),
+        "HelmRelease" => service_provider_host::apply::api_resource("helm.toolkit.fluxcd.io/v2", kind, "helmreleases"),
+        other => panic!("not a Flux kind: {other}"),
+    }
+}
+
+pub fn rgd_resource() -> ApiResource {
+    service_provider_host::apply::api_resource("kro.run/v1alpha1", "ResourceGraphDefinition", "resourcegraphdefinitions")
+}
+
+pub fn access_request_resource() -> ApiResource {
+    service_provider_host::access::access_request_resource()
+}
+
+/// A version entry of the ProviderConfig.
+pub fn version(version: &str, chart: &str) -> Value {
+    json!({"version": version, "chartVersion": chart})
+}
+
+pub struct Fixture {
+    pub env: &'static TestEnv,
+    pub cp: Cluster,
+    /// Onboarding namespace of this test's service objects.
+    pub ns: String,
+    /// The provider's pod namespace (source Secrets, onboarding requests).
+    pub pod_ns: String,
+    /// `--provider-name`, and the ProviderConfig's name.
+    pub provider: String,
+    pub platform: Client,
+    pub onboarding: Client,
+    pub control_plane: Client,
+    pub metrics: Arc<Metrics>,
+    pub openmcp: OpenMcpSimulator,
+    pub flux: FluxSimulator,
+    operator: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
+}
+
+pub struct Options {
+    /// Instance names whose ControlPlanes (all on this test's ControlPlane
+    /// cluster) are registered with the openmcp simulator.
+    pub instances: Vec<String>,
+    /// Flux marks objects Ready by itself.
+    pub flux_ready: bool,
+}
+
+impl Fixture {
+    pub async fn new(options: Options) -> Fixture {
+        let env = envtest::shared().await.expect("test environment");
+        let (cp, rgd_crds) = tokio::join!(
+            Cluster::start(ClusterOptions::new("cp")),
+            tokio::task::spawn_blocking(|| crds::crds_for(Purpose::ControlPlane))
+        );
+        let cp = cp.expect("ControlPlane cluster");
+        let control_plane = cp.client().await.expect("client");
+        crds::install(&control_plane, &rgd_crds.unwrap().expect("RGD CRD"), WAIT).await.expect("RGD CRD installed");
+
+        let ns = unique("tenant");
+        let pod_ns = unique("provider");
+        let provider = unique("kro");
+        let platform = env.platform.client().await.expect("client");
+        let onboarding = env.onboarding.client().await.expect("client");
+        for (client, name) in [(&onboarding, &ns), (&platform, &pod_ns)] {
+            let namespace = Namespace { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
+            Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.expect("namespace");
+        }
+        let openmcp = OpenMcpSimulator::start(
+            &env.platform,
+            &env.onboarding,
+            SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], remove_clusteraccess_finalizer: false, ..Default::default() },
+        );
+        let mut tenants = Vec::new();
+        for instance in &options.instances {
+            tenants.push(openmcp.register_control_plane(instance, &ns, &cp).await.expect("ControlPlane registered"));
+        }
+        let flux = FluxSimulator::start(
+            &env.platform,
+            FluxOptions { namespaces: tenants, auto_ready: options.flux_ready, ..Default::default() },
+        );
+        Fixture {
+            env,
+            cp,
+            ns,
+            pod_ns,
+            provider,
+            platform,
+            onboarding,
+            control_plane,
+            metrics: Metrics::new(),
+            openmcp,
+            flux,
+            operator: None,
+        }
+    }
+
+    pub fn settings(&self) -> Settings {
+        Settings {
+            provider_name: self.provider.clone(),
+            pod_namespace: self.pod_ns.clone(),
+            pod_name: Some(format!("{}-pod", self.provider)),
+            environment: "test".into(),
+            onboarding_kubeconfig: None,
+            onboarding_timeout: WAIT,
+            watch_namespace: Some(self.ns.clone()),
+        }
+    }
+
+    /// The reconcile context, with the onboarding cluster reached directly.
+    /// Its clients count their requests in [`Self::metrics`]; the test's own
+    /// clients (`platform`, `onboarding`) do not.
+    pub async fn context(&self) -> Arc<Context> {
+        let counted = |cluster: &Cluster, which| {
+            let metrics = self.metrics.clone();
+            let yaml = cluster.kubeconfig_yaml().to_string();
+            async move { clusters::client_from_kubeconfig(&yaml, which, &metrics).await.expect("client") }
+        };
+        let platform = counted(&self.env.platform, contract::Cluster::Platform).await;
+        let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
+        Arc::new(operator::context(plugin(), &self.settings(), platform, onboarding, self.metrics.clone()))
+    }
+
+    /// Runs the controller until [`Self::stop_operator`] (or the test ends).
+    pub async fn start_operator(&mut self) {
+        let ctx = self.context().await;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(service_provider_host::watch::run(ctx, async move {
+            let _ = stopped.await;
+        }));
+        self.operator = Some((stop, task));
+    }
+
+    pub async fn stop_operator(&mut self) {
+        if let Some((stop, task)) = self.operator.take() {
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(Duration::from_secs(20), task).await;
+        }
+    }
+
+    pub fn tenant(&self, instance: &str) -> String {
+        names::tenant_namespace(instance, &self.ns).unwrap()
+    }
+
+    pub fn kroes(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.onboarding.clone(), &self.ns, &kro_resource())
+    }
+
+    pub fn provider_configs(&self) -> Api<DynamicObject> {
+        Api::all_with(self.platform.clone(), &provider_config_resource())
+    }
+
+    pub fn flux_objects(&self, kind: &str, instance: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.platform.clone(), &self.tenant(instance), &flux_resource(kind))
+    }
+
+    pub fn access_requests(&self, instance: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.platform.clone(), &self.tenant(instance), &access_request_resource())
+    }
+
+    /// Creates or replaces the ProviderConfig with these versions.
+    pub async fn provider_config(&self, versions: Value) {
+        self.provider_config_with(json!({"pollInterval": "1m", "versions": versions}), None).await;
+    }
+
+    pub async fn provider_config_with(&self, spec: Value, annotations: Option<Value>) {
+        let mut pc = json!({
+            "apiVersion": format!("{GROUP}/v1alpha1"),
+            "kind": "ProviderConfig",
+            "metadata": {"name": self.provider},
+            "spec": spec,
+        });
+        if let Some(a) = annotations {
+            pc["metadata"]["annotations"] = a;
+        }
+        self.provider_configs()
+            .patch(&self.provider, &PatchParams::apply("e2e-test").force(), &Patch::Apply(&pc))
+            .await
+            .expect("ProviderConfig applied");
+    }
+
+    pub async fn create_kro(&self, name: &str, version: &str) {
+        let kro: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": format!("{GROUP}/v1alpha1"),
+            "kind": "Kro",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"version": version},
+        }))
+        .unwrap();
+        self.kroes().create(&PostParams::default(), &kro).await.expect("Kro created");
+    }
+
+    pub async fn patch_kro(&self, name: &str, patch: Value) {
+        self.kroes().patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("Kro patched");
+    }
+
+    pub async fn kro(&self, name: &str) -> Option<Value> {
+        self.kroes().get_opt(name).await.expect("read Kro").map(|k| serde_json::to_value(k).unwrap())
+    }
+
+    /// Waits until the Kro's status satisfies `check`; returns the object.
+    pub async fn wait_kro(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(&format!("{name}: {what}"), WAIT, || async {
+            self.kro(name).await.filter(|k| check(k))
+        })
+        .await
+    }
+
+    pub async fn wait_ready(&self, name: &str) -> Value {
+        self.wait_kro(name, "phase Ready", |k| k["status"]["phase"] == "Ready").await
+    }
+
+    pub async fn wait_gone(&self, name: &str) {
+        let deadline = Instant::now() + WAIT;
+        while let Some(kro) = self.kro(name).await {
+            assert!(Instant::now() < deadline, "timed out waiting for {name} to be deleted; it is now: {kro:#}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub async fn delete_kro(&self, name: &str) {
+        self.kroes().delete(name, &Default::default()).await.expect("Kro deletion accepted");
+    }
+
+    /// A Secret in the provider's pod namespace.
+    pub async fn source_secret(&self, name: &str, type_: &str, value: &str) {
+        let key = if type_ == "kubernetes.io/dockerconfigjson" { ".dockerconfigjson" } else { "token" };
+        let secret = Secret {
+            metadata: ObjectMeta { name: Some(name.into()), namespace: Some(self.pod_ns.clone()), ..Default::default() },
+            type_: Some(type_.into()),
+            data: Some([(key.to_string(), ByteString(value.as_bytes().to_vec()))].into()),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(self.platform.clone(), &self.pod_ns)
+            .patch(name, &PatchParams::apply("e2e-test").force(), &Patch::Apply(&secret))
+            .await
+            .expect("source Secret applied");
+    }
+
+    /// Events recorded for the Kro `name`.
+    pub async fn events(&self, name: &str) -> Vec<Event> {
+        Api::<Event>::namespaced(self.onboarding.clone(), &self.ns)
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .collect()
+    }
+
+    pub async fn wait_event(&self, name: &str, type_: &str, reason: &str) -> Event {
+        eventually(&format!("{type_} Event {reason} on {name}"), WAIT, || async {
+            self.events(name)
+                .await
+                .into_iter()
+                .find(|e| e.type_.as_deref() == Some(type_) && e.reason.as_deref() == Some(reason))
+        })
+        .await
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some((stop, task)) = self.operator.take() {
+            let _ = stop.send(());
+            task.abort();
+        }
+    }
+}
+
+/// The Ready condition of a status.
+pub fn ready(kro: &Value) -> &Value {
+    kro["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .unwrap_or(&Value::Null)
+}
