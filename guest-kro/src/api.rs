@@ -18,6 +18,8 @@ pub const DEFAULT_POLL_INTERVAL: &str = "1m";
 
 /// A tenant's request for kro on its ControlPlane. The object's name and
 /// namespace must equal those of the ControlPlane it is for.
+// Several `printcolumn(type_ = ...)` entries are not duplicates.
+#[cfg_attr(feature = "crd", allow(clippy::duplicated_attributes))]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "crd", derive(kube::CustomResource, schemars::JsonSchema))]
 #[cfg_attr(

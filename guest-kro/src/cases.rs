@@ -107,8 +107,14 @@ pub fn all() -> Vec<Case> {
 
     let mut ready = input(kro("mcp-01", "default", "v0.9.3"), pc());
     ready.observed = vec![
-        observed(OBSERVE_OCI_REPOSITORY, &[flux_object("OCIRepository", "kro-oci-repository", "True", "stored artifact")]),
-        observed(OBSERVE_HELM_RELEASE, &[flux_object("HelmRelease", "kro-helm-release", "True", "Helm install succeeded")]),
+        observed(
+            OBSERVE_OCI_REPOSITORY,
+            &[flux_object("OCIRepository", "kro-oci-repository", "True", "stored artifact")],
+        ),
+        observed(
+            OBSERVE_HELM_RELEASE,
+            &[flux_object("HelmRelease", "kro-helm-release", "True", "Helm install succeeded")],
+        ),
     ];
     let mut half_ready = ready.clone();
     half_ready.observed[1] = observed(
@@ -142,7 +148,10 @@ pub fn all() -> Vec<Case> {
         plan("v0.9.1 without pull secret", input(kro("mcp-01", "default", "v0.9.1"), pc())),
         plan("unknown version", input(kro("mcp-01", "default", "9.9.9"), pc())),
         plan("missing provider config", input(kro("mcp-01", "default", "v0.9.3"), None)),
-        plan("malformed object", input(json!({"metadata": {"name": "mcp-01", "namespace": "default"}, "spec": {"version": 3}}), pc())),
+        plan(
+            "malformed object",
+            input(json!({"metadata": {"name": "mcp-01", "namespace": "default"}, "spec": {"version": 3}}), pc()),
+        ),
         plan("malformed provider config", input(kro("mcp-01", "default", "v0.9.3"), Some(bad_config))),
         plan("malformed helm values", input(kro("mcp-01", "default", "v0.9.3"), Some(bad_values))),
         plan("malformed poll interval", input(kro("mcp-01", "default", "v0.9.3"), Some(bad_poll))),
@@ -152,10 +161,7 @@ pub fn all() -> Vec<Case> {
         cleanup("deletion blocked by two RGDs", blocked),
         cleanup("deletion with no RGDs left", unblocked),
         cleanup("deletion with ControlPlane access gone", access_gone),
-        cleanup(
-            "deletion after the version was withdrawn",
-            input(kro("mcp-01", "default", "v0.9.3"), Some(withdrawn)),
-        ),
+        cleanup("deletion after the version was withdrawn", input(kro("mcp-01", "default", "v0.9.3"), Some(withdrawn))),
         cleanup("deletion without provider config", input(kro("mcp-01", "default", "v0.9.3"), None)),
     ]
 }

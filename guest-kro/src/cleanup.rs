@@ -31,7 +31,14 @@ pub fn cleanup(input: &Input) -> CleanupPlan {
     CleanupPlan::Teardown(Teardown {
         objects: vec![
             object_ref(Cluster::Platform, HELM_API_VERSION, "HelmRelease", "helmreleases", Some(tenant), HELM_RELEASE),
-            object_ref(Cluster::Platform, SOURCE_API_VERSION, "OCIRepository", "ocirepositories", Some(tenant), OCI_REPOSITORY),
+            object_ref(
+                Cluster::Platform,
+                SOURCE_API_VERSION,
+                "OCIRepository",
+                "ocirepositories",
+                Some(tenant),
+                OCI_REPOSITORY,
+            ),
         ],
         secret_copies: known_secret_copies(input),
         resources: Some(status::terminating_resources(tenant)),
@@ -63,10 +70,8 @@ fn object_ref(
 /// instance anyway.
 fn known_secret_copies(input: &Input) -> Vec<ObjectRef> {
     let requested = serde_json::from_str::<Object<KroSpec>>(&input.object).ok();
-    let config = input
-        .provider_config
-        .as_deref()
-        .and_then(|pc| serde_json::from_str::<Object<ProviderConfigSpec>>(pc).ok());
+    let config =
+        input.provider_config.as_deref().and_then(|pc| serde_json::from_str::<Object<ProviderConfigSpec>>(pc).ok());
     let (Some(requested), Some(config)) = (requested, config) else {
         return Vec::new();
     };

@@ -120,11 +120,7 @@ fn input(i: wit::Input) -> sdk::Input {
             control_plane: i.context.control_plane.map(kubeconfig_ref),
             workload: i.context.workload.map(kubeconfig_ref),
         },
-        observed: i
-            .observed
-            .into_iter()
-            .map(|o| sdk::Observed { id: o.id, objects: o.objects })
-            .collect(),
+        observed: i.observed.into_iter().map(|o| sdk::Observed { id: o.id, objects: o.objects }).collect(),
     }
 }
 

@@ -15,10 +15,7 @@ const NOT_AVAILABLE: &str = "invalid user input: requested version is not availa
 
 /// Finds the offered version a tenant asked for: the first entry whose
 /// `version` equals the request exactly (no semver, no `v` inference).
-pub fn resolve_version<'a>(
-    config: Option<&'a ProviderConfigSpec>,
-    requested: &str,
-) -> Result<&'a KroVersion, Error> {
+pub fn resolve_version<'a>(config: Option<&'a ProviderConfigSpec>, requested: &str) -> Result<&'a KroVersion, Error> {
     let Some(config) = config else {
         return Err(Error::VersionNotAvailable(format!(
             "{NOT_AVAILABLE}: {requested:?}, no provider config is configured"
@@ -29,17 +26,13 @@ pub fn resolve_version<'a>(
             "{NOT_AVAILABLE}: {requested:?}, the provider config offers no versions"
         )));
     }
-    config
-        .versions
-        .iter()
-        .find(|v| v.version == requested)
-        .ok_or_else(|| {
-            let offered: Vec<&str> = config.versions.iter().map(|v| v.version.as_str()).collect();
-            Error::VersionNotAvailable(format!(
-                "{NOT_AVAILABLE}: {requested:?}, available versions are: {}",
-                offered.join(", ")
-            ))
-        })
+    config.versions.iter().find(|v| v.version == requested).ok_or_else(|| {
+        let offered: Vec<&str> = config.versions.iter().map(|v| v.version.as_str()).collect();
+        Error::VersionNotAvailable(format!(
+            "{NOT_AVAILABLE}: {requested:?}, available versions are: {}",
+            offered.join(", ")
+        ))
+    })
 }
 
 /// The chart URL of a version: the default when unset or empty, and `oci://`
@@ -76,14 +69,10 @@ pub fn parse_duration_seconds(text: &str) -> Option<u32> {
     }
     let mut total = 0f64;
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let number: f64 = rest[..number_len].parse().ok()?;
         rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ns" => 1e-9,
             "us" | "µs" | "μs" => 1e-6,

@@ -2,8 +2,7 @@
 //! host, and the allow-list of everything it may ask the host to touch.
 
 use service_provider_sdk::contract::{
-    Access, ApiKind, Capability, Cluster, Crd, Descriptor, Detail, NamespaceScope, Observation,
-    PolicyRule, Stage,
+    Access, ApiKind, Capability, Cluster, Crd, Descriptor, Detail, NamespaceScope, Observation, PolicyRule, Stage,
 };
 
 use crate::api::{GROUP, VERSION};
@@ -17,17 +16,10 @@ pub const OBSERVE_HELM_RELEASE: &str = "helm-release";
 pub const OBSERVE_RGDS: &str = "resource-graph-definitions";
 
 const KRO_CRD: &str = include_str!("../../crds/kro.services.open-control-plane.io_kroes.yaml");
-const PROVIDER_CONFIG_CRD: &str =
-    include_str!("../../crds/kro.services.open-control-plane.io_providerconfigs.yaml");
+const PROVIDER_CONFIG_CRD: &str = include_str!("../../crds/kro.services.open-control-plane.io_providerconfigs.yaml");
 
 fn kind(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> ApiKind {
-    ApiKind {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-        namespaced,
-    }
+    ApiKind { group: group.into(), version: version.into(), kind: kind.into(), plural: plural.into(), namespaced }
 }
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
@@ -41,12 +33,7 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
 }
 
 fn capability(cluster: Cluster, api: &ApiKind, scope: NamespaceScope, names: &[&str]) -> Capability {
-    Capability {
-        cluster,
-        api: api.clone(),
-        scope,
-        names: names.iter().map(|s| s.to_string()).collect(),
-    }
+    Capability { cluster, api: api.clone(), scope, names: names.iter().map(|s| s.to_string()).collect() }
 }
 
 pub fn oci_repository_kind() -> ApiKind {
@@ -82,11 +69,7 @@ fn control_plane_rules() -> Vec<PolicyRule> {
         rule(&[""], &["secrets", "configmaps", "serviceaccounts", "services"], ALL),
         rule(&["apps"], &["deployments"], ALL),
         rule(&["apiextensions.k8s.io"], &["customresourcedefinitions"], ALL),
-        rule(
-            &["rbac.authorization.k8s.io"],
-            &["clusterroles", "clusterrolebindings", "roles", "rolebindings"],
-            &["*"],
-        ),
+        rule(&["rbac.authorization.k8s.io"], &["clusterroles", "clusterrolebindings", "roles", "rolebindings"], &["*"]),
         rule(&["kro.run"], &["resourcegraphdefinitions"], &["get", "list", "watch"]),
     ]
 }
@@ -166,11 +149,14 @@ mod tests {
         let d = descriptor();
         assert_eq!(d.crds.len(), 2);
         for crd in &d.crds {
-            let label = format!("openmcp.cloud/cluster: {}", match crd.cluster {
-                Cluster::Onboarding => "onboarding",
-                Cluster::Platform => "platform",
-                other => panic!("unexpected cluster {other}"),
-            });
+            let label = format!(
+                "openmcp.cloud/cluster: {}",
+                match crd.cluster {
+                    Cluster::Onboarding => "onboarding",
+                    Cluster::Platform => "platform",
+                    other => panic!("unexpected cluster {other}"),
+                }
+            );
             assert!(crd.manifest.contains(&label), "{label}");
         }
     }

@@ -38,22 +38,14 @@ pub fn chart_pull_secret_copy_name(source: &str) -> String {
 /// The Secret copies a version needs: the chart pull secret into the tenant
 /// namespace, and every `imagePullSecrets` entry into `kro-system` on the
 /// ControlPlane under its own name (the chart refers to it by that name).
-pub fn secret_copies(
-    version: &KroVersion,
-    image_pull_secrets: &[String],
-    tenant_namespace: &str,
-) -> Vec<SecretCopy> {
-    let chart = version
-        .chart_pull_secret
-        .iter()
-        .filter(|s| !s.is_empty())
-        .map(|source| SecretCopy {
-            source_name: source.clone(),
-            target_cluster: Cluster::Platform,
-            target_namespace: tenant_namespace.to_string(),
-            target_name: chart_pull_secret_copy_name(source),
-            required_type: Some(DOCKER_CONFIG_JSON.to_string()),
-        });
+pub fn secret_copies(version: &KroVersion, image_pull_secrets: &[String], tenant_namespace: &str) -> Vec<SecretCopy> {
+    let chart = version.chart_pull_secret.iter().filter(|s| !s.is_empty()).map(|source| SecretCopy {
+        source_name: source.clone(),
+        target_cluster: Cluster::Platform,
+        target_namespace: tenant_namespace.to_string(),
+        target_name: chart_pull_secret_copy_name(source),
+        required_type: Some(DOCKER_CONFIG_JSON.to_string()),
+    });
     let images = image_pull_secrets.iter().map(|source| SecretCopy {
         source_name: source.clone(),
         target_cluster: Cluster::ControlPlane,
@@ -143,10 +135,7 @@ pub fn objects(
     }
     objects.push((Cluster::Platform, oci_repository(version, tenant_namespace)));
     objects.push((Cluster::Platform, helm_release(version, tenant_namespace, kubeconfig)));
-    objects
-        .into_iter()
-        .map(|(cluster, manifest)| DesiredObject { cluster, manifest: manifest.to_string() })
-        .collect()
+    objects.into_iter().map(|(cluster, manifest)| DesiredObject { cluster, manifest: manifest.to_string() }).collect()
 }
 
 #[cfg(test)]
@@ -186,10 +175,7 @@ mod tests {
         v.chart_pull_secret = Some(String::new());
         assert!(oci_repository(&v, TENANT)["spec"].get("secretRef").is_none());
         v.chart_pull_secret = Some("my-registry-secret".into());
-        assert_eq!(
-            oci_repository(&v, TENANT)["spec"]["secretRef"]["name"],
-            "sp-kro-my-registry-secret"
-        );
+        assert_eq!(oci_repository(&v, TENANT)["spec"]["secretRef"]["name"], "sp-kro-my-registry-secret");
     }
 
     #[test]

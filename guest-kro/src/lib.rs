@@ -26,9 +26,7 @@ mod component;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use service_provider_sdk::contract::{
-    CleanupPlan, Descriptor, Input, InvalidInput, Plan, PlanError, Provider,
-};
+use service_provider_sdk::contract::{CleanupPlan, Descriptor, Input, InvalidInput, Plan, PlanError, Provider};
 
 use crate::api::{KroSpec, Object, ProviderConfigSpec};
 use crate::describe::{OBSERVE_HELM_RELEASE, OBSERVE_OCI_REPOSITORY};
@@ -56,10 +54,7 @@ pub enum Error {
 impl Error {
     /// Whether only a user (tenant or operator) can fix this.
     pub fn is_invalid_input(&self) -> bool {
-        matches!(
-            self,
-            Error::VersionNotAvailable(_) | Error::InvalidProviderConfig(_) | Error::InvalidObject(_)
-        )
+        matches!(self, Error::VersionNotAvailable(_) | Error::InvalidProviderConfig(_) | Error::InvalidObject(_))
     }
 
     fn into_plan_error(self, requeue_after_seconds: u32) -> PlanError {
@@ -80,8 +75,7 @@ impl Provider for KroProvider {
     }
 
     fn plan(input: &Input) -> Result<Plan, PlanError> {
-        let config = provider_config(input)
-            .map_err(|e| e.into_plan_error(config::DEFAULT_POLL_SECONDS))?;
+        let config = provider_config(input).map_err(|e| e.into_plan_error(config::DEFAULT_POLL_SECONDS))?;
         let poll = config::poll_interval_seconds(config.as_ref())
             .map_err(|e| e.into_plan_error(config::DEFAULT_POLL_SECONDS))?;
         plan(input, config.as_ref(), poll).map_err(|e| e.into_plan_error(poll))
@@ -120,16 +114,11 @@ fn observed_object(input: &Input, id: &str) -> Result<Option<Value>, Error> {
 }
 
 fn plan(input: &Input, config: Option<&ProviderConfigSpec>, poll: u32) -> Result<Plan, Error> {
-    let object: Object<KroSpec> =
-        parse(&input.object).map_err(|e| Error::InvalidObject(e.to_string()))?;
+    let object: Object<KroSpec> = parse(&input.object).map_err(|e| Error::InvalidObject(e.to_string()))?;
     let tenant = input.context.tenant_namespace.as_str();
     let version = config::resolve_version(config, &object.spec.version)?;
     let image_pull_secrets = config::image_pull_secrets(version.helm_values.as_ref())?;
-    let kubeconfig = input
-        .context
-        .control_plane
-        .as_ref()
-        .ok_or(Error::NoControlPlaneAccess)?;
+    let kubeconfig = input.context.control_plane.as_ref().ok_or(Error::NoControlPlaneAccess)?;
 
     let repository = observed_object(input, OBSERVE_OCI_REPOSITORY)?;
     let release = observed_object(input, OBSERVE_HELM_RELEASE)?;

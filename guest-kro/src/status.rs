@@ -30,28 +30,19 @@ pub fn flux_phase(object: Option<&Value>) -> (&'static str, Option<String>) {
     };
     let generation = object.pointer("/metadata/generation").and_then(Value::as_i64);
     let observed = object.pointer("/status/observedGeneration").and_then(Value::as_i64);
-    if let (Some(generation), Some(observed)) = (generation, observed) {
-        if observed < generation {
-            return (
-                PHASE_PROGRESSING,
-                Some(format!("waiting for Flux to reconcile generation {generation}")),
-            );
-        }
+    if let (Some(generation), Some(observed)) = (generation, observed)
+        && observed < generation
+    {
+        return (PHASE_PROGRESSING, Some(format!("waiting for Flux to reconcile generation {generation}")));
     }
-    let ready = object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|conditions| {
-            conditions
-                .iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some(CONDITION_READY))
-        });
+    let ready = object.pointer("/status/conditions").and_then(Value::as_array).and_then(|conditions| {
+        conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(CONDITION_READY))
+    });
     match ready {
         Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => (PHASE_READY, None),
-        Some(c) => (
-            PHASE_PROGRESSING,
-            c.get("message").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_string),
-        ),
+        Some(c) => {
+            (PHASE_PROGRESSING, c.get("message").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_string))
+        }
         None => (PHASE_PROGRESSING, None),
     }
 }
@@ -84,22 +75,8 @@ pub fn resources(
     let (repo_phase, repo_message) = flux_phase(oci_repository);
     let (release_phase, release_message) = flux_phase(helm_release);
     vec![
-        entry(
-            "source.toolkit.fluxcd.io",
-            "OCIRepository",
-            OCI_REPOSITORY,
-            tenant_namespace,
-            repo_phase,
-            repo_message,
-        ),
-        entry(
-            "helm.toolkit.fluxcd.io",
-            "HelmRelease",
-            HELM_RELEASE,
-            tenant_namespace,
-            release_phase,
-            release_message,
-        ),
+        entry("source.toolkit.fluxcd.io", "OCIRepository", OCI_REPOSITORY, tenant_namespace, repo_phase, repo_message),
+        entry("helm.toolkit.fluxcd.io", "HelmRelease", HELM_RELEASE, tenant_namespace, release_phase, release_message),
     ]
 }
 
@@ -117,12 +94,7 @@ pub fn overall(resources: Vec<ResourceStatus>) -> ServiceStatus {
     let (phase, status, reason, message) = if ready {
         (PHASE_READY, ConditionStatus::True, REASON_SUCCESS, "Domain Service is ready")
     } else {
-        (
-            PHASE_PROGRESSING,
-            ConditionStatus::False,
-            REASON_RECONCILING,
-            "Waiting for managed resources to become ready",
-        )
+        (PHASE_PROGRESSING, ConditionStatus::False, REASON_RECONCILING, "Waiting for managed resources to become ready")
     };
     ServiceStatus {
         phase: phase.to_string(),

@@ -3,9 +3,7 @@
 //! answers.
 
 use serde_json::Value;
-use service_provider_sdk::contract::{
-    CleanupPlan, Cluster, ConditionStatus, Plan, PlanError, Provider,
-};
+use service_provider_sdk::contract::{CleanupPlan, Cluster, ConditionStatus, Plan, PlanError, Provider};
 
 use crate::KroProvider;
 use crate::cases::{self, Call, Case};
@@ -27,10 +25,7 @@ fn cleanup(name: &str) -> CleanupPlan {
 }
 
 fn manifests(plan: &Plan) -> Vec<(Cluster, Value)> {
-    plan.objects
-        .iter()
-        .map(|o| (o.cluster, serde_json::from_str(&o.manifest).expect("manifest is JSON")))
-        .collect()
+    plan.objects.iter().map(|o| (o.cluster, serde_json::from_str(&o.manifest).expect("manifest is JSON"))).collect()
 }
 
 fn invalid_input(result: Result<Plan, PlanError>) -> (String, u32) {
@@ -56,8 +51,7 @@ fn first_reconcile_plans_namespace_flux_objects_and_copies() {
     let (_, release) = &objects[2];
     assert_eq!(release["kind"], "HelmRelease");
     assert_eq!(
-        release["spec"]["kubeConfig"]["secretRef"]["name"],
-        "kro.services.open-control-plane.io--mcp-01--mcp",
+        release["spec"]["kubeConfig"]["secretRef"]["name"], "kro.services.open-control-plane.io--mcp-01--mcp",
         "kubeconfig reference comes from the context (AccessRequest status)"
     );
     assert_eq!(release["spec"]["values"]["imagePullSecrets"][0]["name"], "my-registry-secret");
@@ -179,8 +173,7 @@ fn teardown_deletes_the_release_before_the_repository() {
     let kinds: Vec<&str> = t.objects.iter().map(|o| o.kind.as_str()).collect();
     assert_eq!(kinds, ["HelmRelease", "OCIRepository"]);
     assert!(t.objects.iter().all(|o| o.cluster == Cluster::Platform));
-    let copies: Vec<(Cluster, &str)> =
-        t.secret_copies.iter().map(|c| (c.cluster, c.name.as_str())).collect();
+    let copies: Vec<(Cluster, &str)> = t.secret_copies.iter().map(|c| (c.cluster, c.name.as_str())).collect();
     assert_eq!(
         copies,
         [(Cluster::Platform, "sp-kro-my-registry-secret"), (Cluster::ControlPlane, "my-registry-secret")]

@@ -33,9 +33,8 @@ fn main() {
     let sandbox = Sandbox::new().expect("engine");
 
     const COMPILES: usize = 5;
-    let compiles: Vec<Duration> = (0..COMPILES)
-        .map(|_| time(|| sandbox.load(&wasm, None, Limits::default()).expect("loads")).0)
-        .collect();
+    let compiles: Vec<Duration> =
+        (0..COMPILES).map(|_| time(|| sandbox.load(&wasm, None, Limits::default()).expect("loads")).0).collect();
 
     let cache = std::env::temp_dir().join(format!("sp-host-bench-{}", std::process::id()));
     sandbox.load(&wasm, Some(&cache), Limits::default()).expect("fills the cache");
@@ -57,12 +56,9 @@ fn main() {
         plugin.plan(&input).expect("no trap").expect("plans");
         KroProvider::plan(&input).expect("plans");
     }
-    let component: Vec<Duration> = (0..CALLS)
-        .map(|_| time(|| plugin.plan(&input).expect("no trap").expect("plans")).0)
-        .collect();
-    let native: Vec<Duration> = (0..CALLS)
-        .map(|_| time(|| KroProvider::plan(&input).expect("plans")).0)
-        .collect();
+    let component: Vec<Duration> =
+        (0..CALLS).map(|_| time(|| plugin.plan(&input).expect("no trap").expect("plans")).0).collect();
+    let native: Vec<Duration> = (0..CALLS).map(|_| time(|| KroProvider::plan(&input).expect("plans")).0).collect();
     let (c, n) = (median(component), median(native));
 
     println!("plugin                       {}", path.display());

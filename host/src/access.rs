@@ -128,7 +128,11 @@ pub fn grant(request: &Value) -> Grant {
                     key: KUBECONFIG_KEY.to_string(),
                 }),
                 // ClusterRequests have no Secret; Granted is all there is.
-                None => Grant::Granted(KubeconfigRef { namespace: namespace.to_string(), name: String::new(), key: String::new() }),
+                None => Grant::Granted(KubeconfigRef {
+                    namespace: namespace.to_string(),
+                    name: String::new(),
+                    key: String::new(),
+                }),
             }
         }
         _ => Grant::Pending,
@@ -159,7 +163,11 @@ pub async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error
 
 /// Creates the AccessRequest, or brings its token rules up to date. Writes
 /// nothing when it already matches. Returns the live object.
-pub async fn ensure_control_plane_request(platform: &Client, request: &ControlPlaneRequest<'_>, field_manager: &str) -> Result<Value, Error> {
+pub async fn ensure_control_plane_request(
+    platform: &Client,
+    request: &ControlPlaneRequest<'_>,
+    field_manager: &str,
+) -> Result<Value, Error> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(platform.clone(), request.tenant_namespace, &access_request_resource());
     let name = request.name();
@@ -188,7 +196,8 @@ pub async fn ensure_control_plane_request(platform: &Client, request: &ControlPl
     if live.pointer("/spec/token") == Some(&token) && finalized {
         return Ok(live);
     }
-    let mut finalizers: Vec<Value> = live.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut finalizers: Vec<Value> =
+        live.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
     if !finalized {
         finalizers.push(json!(FINALIZER));
     }
@@ -230,7 +239,8 @@ pub async fn delete_control_plane_request(platform: &Client, request: &ControlPl
         .map(|f| f.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     if finalizers == [FINALIZER] {
-        let patch = json!({"metadata": {"finalizers": [], "resourceVersion": live.pointer("/metadata/resourceVersion")}});
+        let patch =
+            json!({"metadata": {"finalizers": [], "resourceVersion": live.pointer("/metadata/resourceVersion")}});
         match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => {}
@@ -241,7 +251,10 @@ pub async fn delete_control_plane_request(platform: &Client, request: &ControlPl
 }
 
 /// Reads the instance's AccessRequest, if any.
-pub async fn get_control_plane_request(platform: &Client, request: &ControlPlaneRequest<'_>) -> Result<Option<Value>, Error> {
+pub async fn get_control_plane_request(
+    platform: &Client,
+    request: &ControlPlaneRequest<'_>,
+) -> Result<Option<Value>, Error> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(platform.clone(), request.tenant_namespace, &access_request_resource());
     let name = request.name();
@@ -265,7 +278,8 @@ pub async fn request_onboarding_access(
     timeout: Duration,
     field_manager: &str,
 ) -> Result<KubeconfigRef, Error> {
-    let name = names::shorten(&format!("{}--{}", controller.to_lowercase(), local_name.to_lowercase()), names::MAX_NAME_LEN);
+    let name =
+        names::shorten(&format!("{}--{}", controller.to_lowercase(), local_name.to_lowercase()), names::MAX_NAME_LEN);
     let labels = json!({LABEL_MANAGED_BY: names::label_value(controller)});
     let params = PatchParams::apply(field_manager).force();
     let deadline = Instant::now() + timeout;
@@ -296,12 +310,19 @@ pub async fn request_onboarding_access(
         .await
         .map_err(|e| Error::kube(format!("applying AccessRequest {pod_namespace}/{name}"), e))?;
     match wait_for_grant(&ar_api, &name, "AccessRequest", deadline).await? {
-        at if at.name.is_empty() => Err(Error::Cluster(format!("AccessRequest {pod_namespace}/{name} is granted without status.secretRef"))),
+        at if at.name.is_empty() => {
+            Err(Error::Cluster(format!("AccessRequest {pod_namespace}/{name} is granted without status.secretRef")))
+        }
         at => Ok(at),
     }
 }
 
-async fn wait_for_grant(api: &Api<DynamicObject>, name: &str, kind: &str, deadline: Instant) -> Result<KubeconfigRef, Error> {
+async fn wait_for_grant(
+    api: &Api<DynamicObject>,
+    name: &str,
+    kind: &str,
+    deadline: Instant,
+) -> Result<KubeconfigRef, Error> {
     let mut delay = Duration::from_millis(200);
     loop {
         let live = api.get(name).await.map_err(|e| Error::kube(format!("reading {kind} {name}"), e))?;

@@ -72,7 +72,9 @@ impl Owner {
         if labels.get(LABEL_PROVIDER)? != &names::label_value(provider) {
             return None;
         }
-        if let Some((ns, name)) = object_meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_INSTANCE)).and_then(|v| v.split_once('/')) {
+        if let Some((ns, name)) =
+            object_meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_INSTANCE)).and_then(|v| v.split_once('/'))
+        {
             return Some((ns.to_string(), name.to_string()));
         }
         Some((labels.get(LABEL_INSTANCE_NAMESPACE)?.clone(), labels.get(LABEL_INSTANCE_NAME)?.clone()))
@@ -129,11 +131,7 @@ fn hash(value: &Value) -> String {
 /// hash of all that.
 pub fn decorate(object: &Value, owner: &Owner) -> Value {
     let mut object = object.clone();
-    let meta = object
-        .as_object_mut()
-        .expect("manifests are objects")
-        .entry("metadata")
-        .or_insert_with(|| json!({}));
+    let meta = object.as_object_mut().expect("manifests are objects").entry("metadata").or_insert_with(|| json!({}));
     let labels = meta.as_object_mut().expect("metadata is an object").entry("labels").or_insert_with(|| json!({}));
     for (k, v) in owner.labels() {
         labels[k] = json!(v);
@@ -149,12 +147,18 @@ pub async fn apply(client: &Client, manifest: &Manifest, owner: &Owner, field_ma
     let resource = api_resource(&manifest.api_version, &manifest.kind, &manifest.plural);
     let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
     let desired = decorate(&manifest.object, owner);
-    let what = || format!("{} {}", manifest.kind, manifest.namespace.as_ref().map_or(manifest.name.clone(), |ns| format!("{ns}/{}", manifest.name)));
+    let what = || {
+        format!(
+            "{} {}",
+            manifest.kind,
+            manifest.namespace.as_ref().map_or(manifest.name.clone(), |ns| format!("{ns}/{}", manifest.name))
+        )
+    };
     let live = api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?;
-    if let Some(live) = live {
-        if contains(&serde_json::to_value(&live)?, &desired) {
-            return Ok(Change::Unchanged);
-        }
+    if let Some(live) = live
+        && contains(&serde_json::to_value(&live)?, &desired)
+    {
+        return Ok(Change::Unchanged);
     }
     api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&desired))
         .await
@@ -208,15 +212,17 @@ pub async fn copy_secret(
         .get_opt(&copy.source_name)
         .await
         .map_err(|e| Error::kube(format!("reading Secret {pod_namespace}/{}", copy.source_name), e))?
-        .ok_or_else(|| invalid(format!("Secret {pod_namespace}/{} does not exist on the platform cluster", copy.source_name)))?;
+        .ok_or_else(|| {
+            invalid(format!("Secret {pod_namespace}/{} does not exist on the platform cluster", copy.source_name))
+        })?;
     let source_type = source.type_.clone().unwrap_or_else(|| "Opaque".to_string());
-    if let Some(required) = &copy.required_type {
-        if &source_type != required {
-            return Err(invalid(format!(
-                "Secret {pod_namespace}/{} has type {source_type}, but {required} is required",
-                copy.source_name
-            )));
-        }
+    if let Some(required) = &copy.required_type
+        && &source_type != required
+    {
+        return Err(invalid(format!(
+            "Secret {pod_namespace}/{} has type {source_type}, but {required} is required",
+            copy.source_name
+        )));
     }
 
     let api = Api::<Secret>::namespaced(target.clone(), &copy.target_namespace);
@@ -224,9 +230,11 @@ pub async fn copy_secret(
     let mut labels = owner.labels();
     labels.insert(LABEL_COPY_OF.to_string(), names::label_value(&copy.source_name));
     let data = source.data.clone().unwrap_or_default();
-    if let Some(live) = api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading Secret {place}"), e))? {
+    if let Some(live) =
+        api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading Secret {place}"), e))?
+    {
         let live_labels = live.metadata.labels.clone().unwrap_or_default();
-        if live_labels.get(LABEL_COPY_OF).is_none() || Owner::of(&live.metadata, &owner.provider).is_none() {
+        if !live_labels.contains_key(LABEL_COPY_OF) || Owner::of(&live.metadata, &owner.provider).is_none() {
             return Err(invalid(format!(
                 "Secret {place} already exists and is not a copy made by this provider; remove or rename it"
             )));

@@ -27,7 +27,8 @@ pub fn client(config: Config, cluster: Cluster, metrics: &Arc<Metrics>) -> Resul
         metrics.count_request(label, request.method().as_str());
         request
     });
-    let builder = ClientBuilder::try_from(config).map_err(|e| Error::kube(format!("building a {cluster} client"), e))?;
+    let builder =
+        ClientBuilder::try_from(config).map_err(|e| Error::kube(format!("building a {cluster} client"), e))?;
     Ok(builder.with_layer(&count).build())
 }
 
@@ -65,22 +66,33 @@ pub async fn read_kubeconfig(platform: &Client, at: &KubeconfigRef) -> Result<(S
     Ok((text, version))
 }
 
-/// Clients built from kubeconfig Secrets, rebuilt when a Secret changes.
+/// A Secret's `(namespace, name)`.
+type SecretKey = (String, String);
+
+/// Clients built from kubeconfig Secrets, rebuilt when a Secret changes
+/// (keyed by the Secret, holding the `resourceVersion` it was built from).
 #[derive(Default)]
 pub struct ClientCache {
-    clients: Mutex<HashMap<(String, String), (Option<String>, Client)>>,
+    clients: Mutex<HashMap<SecretKey, (Option<String>, Client)>>,
 }
 
 impl ClientCache {
     /// The client for the kubeconfig in `at` (one Secret read per call, to
     /// notice rotation).
-    pub async fn get(&self, platform: &Client, at: &KubeconfigRef, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    pub async fn get(
+        &self,
+        platform: &Client,
+        at: &KubeconfigRef,
+        cluster: Cluster,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Client, Error> {
         let key = (at.namespace.clone(), at.name.clone());
         let (text, version) = read_kubeconfig(platform, at).await?;
-        if let Some((cached_version, client)) = self.clients.lock().expect("not poisoned").get(&key) {
-            if *cached_version == version && version.is_some() {
-                return Ok(client.clone());
-            }
+        if let Some((cached_version, client)) = self.clients.lock().expect("not poisoned").get(&key)
+            && *cached_version == version
+            && version.is_some()
+        {
+            return Ok(client.clone());
         }
         let client = client_from_kubeconfig(&text, cluster, metrics).await?;
         self.clients.lock().expect("not poisoned").insert(key, (version, client.clone()));

@@ -32,8 +32,9 @@ impl Instance {
     pub fn from_object(object: &Value) -> Result<Self, Error> {
         let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
         let name = text("/metadata/name").ok_or_else(|| Error::InvalidObject("metadata.name is missing".into()))?;
-        let namespace = text("/metadata/namespace")
-            .ok_or_else(|| Error::InvalidObject("metadata.namespace is missing (service objects are namespaced)".into()))?;
+        let namespace = text("/metadata/namespace").ok_or_else(|| {
+            Error::InvalidObject("metadata.namespace is missing (service objects are namespaced)".into())
+        })?;
         Ok(Instance {
             name: name.to_string(),
             namespace: namespace.to_string(),
@@ -126,10 +127,10 @@ pub fn matches(observation: &Observation, context: &Context, object: &Value) -> 
     {
         return false;
     }
-    if let Some(name) = &observation.name {
-        if meta("name") != Some(name.as_str()) {
-            return false;
-        }
+    if let Some(name) = &observation.name
+        && meta("name") != Some(name.as_str())
+    {
+        return false;
     }
     match (scope_namespace(&observation.scope, context), meta("namespace")) {
         (Some(want), Some(have)) => want == have,
@@ -183,7 +184,12 @@ fn kind_absent(error: &kube::Error) -> bool {
 /// Reads every observation the plugin needs for this call from the clusters
 /// it can reach. Observations of unreachable clusters are left out, so the
 /// plugin can tell "none there" from "could not look".
-pub async fn observe(reach: &Reach<'_>, descriptor: &Descriptor, context: &Context, cleanup: bool) -> Result<Vec<Observed>, Error> {
+pub async fn observe(
+    reach: &Reach<'_>,
+    descriptor: &Descriptor,
+    context: &Context,
+    cleanup: bool,
+) -> Result<Vec<Observed>, Error> {
     let mut observed = Vec::new();
     for o in observations(descriptor, cleanup) {
         let Some(client) = reach.client(o.cluster) else { continue };
@@ -227,12 +233,7 @@ pub async fn observe(reach: &Reach<'_>, descriptor: &Descriptor, context: &Conte
 
 /// The complete plugin input.
 pub fn input(object: &Value, provider_config: Option<&Value>, context: Context, observed: Vec<Observed>) -> Input {
-    Input {
-        object: object.to_string(),
-        provider_config: provider_config.map(Value::to_string),
-        context,
-        observed,
-    }
+    Input { object: object.to_string(), provider_config: provider_config.map(Value::to_string), context, observed }
 }
 
 #[cfg(test)]
@@ -333,7 +334,7 @@ mod tests {
         let mut c = ctx();
         let thing = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": "a"}});
         let ids = |v: Vec<Observed>| v.into_iter().map(|o| (o.id, o.objects.len())).collect::<Vec<_>>();
-        assert_eq!(ids(observed_from(&descriptor, &c, false, &[thing.clone()])), [("x".to_string(), 1)]);
+        assert_eq!(ids(observed_from(&descriptor, &c, false, std::slice::from_ref(&thing))), [("x".to_string(), 1)]);
         c.control_plane = Some(KubeconfigRef { namespace: "n".into(), name: "s".into(), key: KUBECONFIG_KEY.into() });
         assert_eq!(
             ids(observed_from(&descriptor, &c, true, &[thing])),

@@ -18,7 +18,10 @@ use crate::Error;
 pub const CLUSTER_LABEL: &str = "openmcp.cloud/cluster";
 
 pub fn service_provider_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("openmcp.cloud", "v1alpha1", "ServiceProvider"), "serviceproviders")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("openmcp.cloud", "v1alpha1", "ServiceProvider"),
+        "serviceproviders",
+    )
 }
 
 /// Parses a CRD manifest from the plugin and checks its cluster label.
@@ -41,7 +44,12 @@ pub fn parse_crd(manifest: &str, cluster: Cluster) -> Result<CustomResourceDefin
 }
 
 /// Creates or updates the CRDs and waits until each is established.
-pub async fn install_crds(descriptor: &Descriptor, platform: &Client, onboarding: &Client, field_manager: &str) -> Result<(), Error> {
+pub async fn install_crds(
+    descriptor: &Descriptor,
+    platform: &Client,
+    onboarding: &Client,
+    field_manager: &str,
+) -> Result<(), Error> {
     for declared in &descriptor.crds {
         let client = match declared.cluster {
             Cluster::Platform => platform,
@@ -67,7 +75,11 @@ pub async fn install_crds(descriptor: &Descriptor, platform: &Client, onboarding
 
 /// Registers the service kind in `ServiceProvider/<name>.status.resources`,
 /// which openmcp uses to delete service objects with their ControlPlane.
-pub async fn register_service_kind(descriptor: &Descriptor, platform: &Client, provider_name: &str) -> Result<(), Error> {
+pub async fn register_service_kind(
+    descriptor: &Descriptor,
+    platform: &Client,
+    provider_name: &str,
+) -> Result<(), Error> {
     let api: Api<DynamicObject> = Api::all_with(platform.clone(), &service_provider_resource());
     let s = &descriptor.service;
     let patch = json!({"status": {"resources": [{"group": s.group, "version": s.version, "kind": s.kind}]}});

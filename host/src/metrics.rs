@@ -51,8 +51,9 @@ impl Metrics {
         registry.register("reconciles", "Reconciles by outcome", reconciles.clone());
         let reconcile_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
         registry.register("reconcile_duration_seconds", "Duration of one reconcile", reconcile_seconds.clone());
-        let plugin_seconds =
-            Family::<PluginLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.00005, 2.0, 16)));
+        let plugin_seconds = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.00005, 2.0, 16))
+        });
         registry.register(
             "plugin_call_duration_seconds",
             "Duration of one plugin call, fresh instance included",
@@ -62,9 +63,7 @@ impl Metrics {
     }
 
     pub fn count_request(&self, cluster: &str, method: &str) {
-        self.requests
-            .get_or_create(&RequestLabels { cluster: cluster.to_string(), method: method.to_string() })
-            .inc();
+        self.requests.get_or_create(&RequestLabels { cluster: cluster.to_string(), method: method.to_string() }).inc();
     }
 
     /// Requests sent to `cluster` so far with one of `methods`.
@@ -122,7 +121,10 @@ mod tests {
         assert_eq!(m.writes("onboarding"), 1);
         assert_eq!(m.writes("control-plane"), 0);
         let text = m.encode();
-        assert!(text.contains("service_provider_host_kube_requests_total{cluster=\"platform\",method=\"PATCH\"} 2"), "{text}");
+        assert!(
+            text.contains("service_provider_host_kube_requests_total{cluster=\"platform\",method=\"PATCH\"} 2"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -117,15 +117,22 @@ pub async fn init(plugin: &Plugin, settings: &Settings, platform: Client, metric
 
 /// Fails fast with a clear message when a watched kind cannot be listed
 /// (missing CRD or RBAC); otherwise kube's watcher would retry silently.
-async fn probe(client: &Client, resource: &kube::api::ApiResource, cluster: Cluster, namespace: Option<&str>) -> Result<(), Error> {
+async fn probe(
+    client: &Client,
+    resource: &kube::api::ApiResource,
+    cluster: Cluster,
+    namespace: Option<&str>,
+) -> Result<(), Error> {
     let api: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
         None => Api::all_with(client.clone(), resource),
     };
-    api.list_metadata(&ListParams::default().limit(1))
-        .await
-        .map(drop)
-        .map_err(|e| Error::kube(format!("cannot list {} on the {cluster} cluster (is `init` done, is RBAC granted?)", resource.plural), e))
+    api.list_metadata(&ListParams::default().limit(1)).await.map(drop).map_err(|e| {
+        Error::kube(
+            format!("cannot list {} on the {cluster} cluster (is `init` done, is RBAC granted?)", resource.plural),
+            e,
+        )
+    })
 }
 
 /// Endpoints of `run`.
@@ -136,7 +143,13 @@ pub struct Endpoints {
 }
 
 /// Builds the shared reconcile context.
-pub fn context(plugin: Plugin, settings: &Settings, platform: Client, onboarding: Client, metrics: Arc<Metrics>) -> Context {
+pub fn context(
+    plugin: Plugin,
+    settings: &Settings,
+    platform: Client,
+    onboarding: Client,
+    metrics: Arc<Metrics>,
+) -> Context {
     let reporter = Reporter {
         controller: format!("service-provider-host/{}", settings.provider_name),
         instance: settings.pod_name.clone(),
@@ -159,7 +172,8 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
     }
     #[cfg(not(unix))]
@@ -168,7 +182,14 @@ async fn shutdown_signal() {
 
 /// `run`: until SIGTERM/SIGINT (or, with leader election, until the lease
 /// is lost, which ends the process so it can start over as a candidate).
-pub async fn run(plugin: Plugin, settings: &Settings, endpoints: Endpoints, leader_elect: bool, platform: Client, metrics: Arc<Metrics>) -> Result<(), Error> {
+pub async fn run(
+    plugin: Plugin,
+    settings: &Settings,
+    endpoints: Endpoints,
+    leader_elect: bool,
+    platform: Client,
+    metrics: Arc<Metrics>,
+) -> Result<(), Error> {
     if plugin.descriptor().access.workload_cluster {
         return Err(Error::Invalid(format!(
             "plugin {} asks for a workload cluster, which this host does not support yet",

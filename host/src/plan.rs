@@ -151,8 +151,7 @@ pub fn manifest(descriptor: &Descriptor, cluster: Cluster, text: &str) -> Result
     let object: Value = serde_json::from_str(text)
         .map_err(|e| violation(descriptor, format!("a desired object is not valid JSON: {e}")))?;
     let field = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
-    let (Some(api_version), Some(kind), Some(name)) =
-        (field("/apiVersion"), field("/kind"), field("/metadata/name"))
+    let (Some(api_version), Some(kind), Some(name)) = (field("/apiVersion"), field("/kind"), field("/metadata/name"))
     else {
         return Err(violation(descriptor, "a desired object lacks apiVersion, kind or metadata.name".into()));
     };
@@ -169,11 +168,8 @@ pub fn manifest(descriptor: &Descriptor, cluster: Cluster, text: &str) -> Result
 
 /// Checks every object and copy of a plan.
 pub fn check_plan(descriptor: &Descriptor, context: &Context, plan: &Plan) -> Result<Vec<Manifest>, Error> {
-    let mut manifests = plan
-        .objects
-        .iter()
-        .map(|o| manifest(descriptor, o.cluster, &o.manifest))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut manifests =
+        plan.objects.iter().map(|o| manifest(descriptor, o.cluster, &o.manifest)).collect::<Result<Vec<_>, _>>()?;
     for m in &mut manifests {
         let target = Target {
             cluster: m.cluster,
@@ -214,7 +210,8 @@ mod tests {
     use super::*;
 
     fn descriptor() -> Descriptor {
-        let kind = ApiKind { group: "g".into(), version: "v1".into(), kind: "S".into(), plural: "s".into(), namespaced: true };
+        let kind =
+            ApiKind { group: "g".into(), version: "v1".into(), kind: "S".into(), plural: "s".into(), namespaced: true };
         Descriptor {
             name: "demo".into(),
             service: kind.clone(),
@@ -223,9 +220,42 @@ mod tests {
             crds: vec![],
             access: Default::default(),
             capabilities: vec![
-                Capability { cluster: Cluster::Platform, api: ApiKind { group: "apps".into(), version: "v1".into(), kind: "Deployment".into(), plural: "deployments".into(), namespaced: true }, scope: NamespaceScope::Tenant, names: vec!["web".into()] },
-                Capability { cluster: Cluster::Platform, api: ApiKind { group: "".into(), version: "v1".into(), kind: "Secret".into(), plural: "secrets".into(), namespaced: true }, scope: NamespaceScope::Tenant, names: vec![] },
-                Capability { cluster: Cluster::ControlPlane, api: ApiKind { group: "".into(), version: "v1".into(), kind: "Namespace".into(), plural: "namespaces".into(), namespaced: false }, scope: NamespaceScope::ClusterScoped, names: vec![] },
+                Capability {
+                    cluster: Cluster::Platform,
+                    api: ApiKind {
+                        group: "apps".into(),
+                        version: "v1".into(),
+                        kind: "Deployment".into(),
+                        plural: "deployments".into(),
+                        namespaced: true,
+                    },
+                    scope: NamespaceScope::Tenant,
+                    names: vec!["web".into()],
+                },
+                Capability {
+                    cluster: Cluster::Platform,
+                    api: ApiKind {
+                        group: "".into(),
+                        version: "v1".into(),
+                        kind: "Secret".into(),
+                        plural: "secrets".into(),
+                        namespaced: true,
+                    },
+                    scope: NamespaceScope::Tenant,
+                    names: vec![],
+                },
+                Capability {
+                    cluster: Cluster::ControlPlane,
+                    api: ApiKind {
+                        group: "".into(),
+                        version: "v1".into(),
+                        kind: "Namespace".into(),
+                        plural: "namespaces".into(),
+                        namespaced: false,
+                    },
+                    scope: NamespaceScope::ClusterScoped,
+                    names: vec![],
+                },
             ],
             observations: vec![],
         }
@@ -236,14 +266,21 @@ mod tests {
             provider_name: "demo".into(),
             tenant_namespace: "mcp--t".into(),
             pod_namespace: "pods".into(),
-            control_plane: control_plane.then(|| KubeconfigRef { namespace: "mcp--t".into(), name: "k".into(), key: "kubeconfig".into() }),
+            control_plane: control_plane.then(|| KubeconfigRef {
+                namespace: "mcp--t".into(),
+                name: "k".into(),
+                key: "kubeconfig".into(),
+            }),
             workload: None,
         }
     }
 
     fn plan(objects: Vec<(Cluster, Value)>, copies: Vec<SecretCopy>) -> Plan {
         Plan {
-            objects: objects.into_iter().map(|(cluster, v)| DesiredObject { cluster, manifest: v.to_string() }).collect(),
+            objects: objects
+                .into_iter()
+                .map(|(cluster, v)| DesiredObject { cluster, manifest: v.to_string() })
+                .collect(),
             secret_copies: copies,
             status: ServiceStatus { phase: "Ready".into(), conditions: vec![], resources: None },
             requeue_after_seconds: 60,
@@ -255,13 +292,22 @@ mod tests {
     }
 
     fn copy(cluster: Cluster, ns: &str) -> SecretCopy {
-        SecretCopy { source_name: "src".into(), target_cluster: cluster, target_namespace: ns.into(), target_name: "dst".into(), required_type: None }
+        SecretCopy {
+            source_name: "src".into(),
+            target_cluster: cluster,
+            target_namespace: ns.into(),
+            target_name: "dst".into(),
+            required_type: None,
+        }
     }
 
     #[test]
     fn allowed_objects_pass_and_are_parsed() {
         let p = plan(
-            vec![(Cluster::Platform, deployment("web", "mcp--t")), (Cluster::ControlPlane, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}))],
+            vec![
+                (Cluster::Platform, deployment("web", "mcp--t")),
+                (Cluster::ControlPlane, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}})),
+            ],
             vec![copy(Cluster::Platform, "mcp--t")],
         );
         let manifests = check_plan(&descriptor(), &context(true), &p).unwrap();
@@ -279,7 +325,10 @@ mod tests {
             (Cluster::Platform, deployment("other", "mcp--t")),
             (Cluster::Platform, deployment("web", "kube-system")),
             (Cluster::Onboarding, deployment("web", "mcp--t")),
-            (Cluster::Platform, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "mcp--t"}})),
+            (
+                Cluster::Platform,
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "mcp--t"}}),
+            ),
         ] {
             let err = check_plan(&d, &c, &plan(vec![(cluster, obj.clone())], vec![])).unwrap_err();
             assert!(err.to_string().contains("capability allow-list"), "{obj}: {err}");
@@ -289,14 +338,16 @@ mod tests {
 
     #[test]
     fn copies_are_checked_like_objects() {
-        let err = check_plan(&descriptor(), &context(true), &plan(vec![], vec![copy(Cluster::Platform, "default")])).unwrap_err();
+        let err = check_plan(&descriptor(), &context(true), &plan(vec![], vec![copy(Cluster::Platform, "default")]))
+            .unwrap_err();
         assert!(err.to_string().contains("copy of Secret src to default/dst"), "{err}");
     }
 
     #[test]
     fn unreachable_clusters_are_refused() {
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
-        let err = check_plan(&descriptor(), &context(false), &plan(vec![(Cluster::ControlPlane, ns)], vec![])).unwrap_err();
+        let err =
+            check_plan(&descriptor(), &context(false), &plan(vec![(Cluster::ControlPlane, ns)], vec![])).unwrap_err();
         assert!(err.to_string().contains("no access"), "{err}");
     }
 
@@ -321,7 +372,10 @@ mod tests {
     #[test]
     fn malformed_manifests_are_refused() {
         for bad in ["not json", "{}", r#"{"apiVersion":"v1","kind":"Namespace","metadata":{}}"#] {
-            let p = Plan { objects: vec![DesiredObject { cluster: Cluster::Platform, manifest: bad.into() }], ..plan(vec![], vec![]) };
+            let p = Plan {
+                objects: vec![DesiredObject { cluster: Cluster::Platform, manifest: bad.into() }],
+                ..plan(vec![], vec![])
+            };
             assert!(check_plan(&descriptor(), &context(true), &p).is_err(), "{bad}");
         }
     }

@@ -167,7 +167,10 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
         return Ok(("ignored", Action::await_change()));
     }
     let provider_config = read_provider_config(ctx).await?;
-    if provider_config.as_ref().and_then(|pc| pc.pointer(&format!("/metadata/annotations/{}", OPERATION.replace('/', "~1")))).and_then(Value::as_str)
+    if provider_config
+        .as_ref()
+        .and_then(|pc| pc.pointer(&format!("/metadata/annotations/{}", OPERATION.replace('/', "~1"))))
+        .and_then(Value::as_str)
         == Some(OPERATION_IGNORE)
     {
         debug!(%namespace, %name, "ignored (operation annotation on the ProviderConfig)");
@@ -215,7 +218,12 @@ pub async fn read_provider_config(ctx: &Context) -> Result<Option<Value>, Error>
 
 /// Writes the status if it changed, and records an Event when the phase or
 /// the `Ready` message changed. Unchanged status: no request at all.
-async fn write_status(ctx: &Context, object: &DynamicObject, desired: &ServiceStatus, warning: bool) -> Result<(), Error> {
+async fn write_status(
+    ctx: &Context,
+    object: &DynamicObject,
+    desired: &ServiceStatus,
+    warning: bool,
+) -> Result<(), Error> {
     let raw = serde_json::to_value(object)?;
     let current = raw.get("status").filter(|s| !s.is_null());
     let generation = object.metadata.generation.unwrap_or(0);
@@ -246,7 +254,8 @@ async fn write_status(ctx: &Context, object: &DynamicObject, desired: &ServiceSt
         } else {
             (EventType::Normal, desired.phase.clone())
         };
-        let event = Event { type_, reason, note: Some(truncate(&message, 1000)), action: "Reconcile".into(), secondary: None };
+        let event =
+            Event { type_, reason, note: Some(truncate(&message, 1000)), action: "Reconcile".into(), secondary: None };
         if let Err(e) = ctx.recorder.publish(&event, &object.object_ref(&ctx.service)).await {
             // Events are best effort; the status carries the same message.
             warn!(%namespace, %name, error = %e, "could not record an Event");
@@ -297,7 +306,13 @@ async fn call_plugin<R: Send + 'static>(
 
 /// Records a failure in the status, then hands it on (for backoff) or
 /// requeues at the poll interval (for what only a person can fix).
-async fn fail(ctx: &Context, object: &DynamicObject, error: Error, deleting: bool, poll: Duration) -> Result<(&'static str, Action), Error> {
+async fn fail(
+    ctx: &Context,
+    object: &DynamicObject,
+    error: Error,
+    deleting: bool,
+    poll: Duration,
+) -> Result<(&'static str, Action), Error> {
     let message = error.to_string();
     let desired = if deleting { status::terminating_error(&message) } else { status::reconcile_error(&message) };
     write_status(ctx, object, &desired, true).await?;
@@ -307,7 +322,11 @@ async fn fail(ctx: &Context, object: &DynamicObject, error: Error, deleting: boo
     }
 }
 
-async fn apply_instance(object: &DynamicObject, provider_config: Option<&Value>, ctx: &Context) -> Result<(&'static str, Action), Error> {
+async fn apply_instance(
+    object: &DynamicObject,
+    provider_config: Option<&Value>,
+    ctx: &Context,
+) -> Result<(&'static str, Action), Error> {
     let raw = serde_json::to_value(object)?;
     let instance = Instance::from_object(&raw)?;
     let Some(provider_config) = provider_config else {
@@ -348,7 +367,8 @@ async fn apply_with_config(
     };
     let cp = ctx.clients.get(&ctx.platform, &control_plane, Cluster::ControlPlane, &ctx.metrics).await?;
     let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), None);
-    let reach = Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: None };
+    let reach =
+        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: None };
     let observed = gather::observe(&reach, ctx.descriptor(), &context, false).await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
@@ -372,7 +392,8 @@ async fn apply_with_config(
     }
     for copy in &plan.secret_copies {
         let target = reach.client(copy.target_cluster).expect("checked by plan::check_plan");
-        writes += (apply::copy_secret(&ctx.platform, &ctx.pod_namespace, target, copy, &owner, &ctx.field_manager).await?
+        writes += (apply::copy_secret(&ctx.platform, &ctx.pod_namespace, target, copy, &owner, &ctx.field_manager)
+            .await?
             == Change::Written) as usize;
     }
     for m in &others {
@@ -436,13 +457,13 @@ async fn cleanup_steps(
     // ControlPlane access only while the AccessRequest is alive and granted:
     // if it is gone, the platform side is still cleaned up.
     let live = access::get_control_plane_request(&ctx.platform, &request).await?;
-    let granted = live
-        .as_ref()
-        .filter(|ar| ar.pointer("/metadata/deletionTimestamp").is_none())
-        .and_then(|ar| match access::grant(ar) {
-            Grant::Granted(at) => Some(at),
-            _ => None,
-        });
+    let granted =
+        live.as_ref().filter(|ar| ar.pointer("/metadata/deletionTimestamp").is_none()).and_then(
+            |ar| match access::grant(ar) {
+                Grant::Granted(at) => Some(at),
+                _ => None,
+            },
+        );
     let cp = match &granted {
         Some(at) => match ctx.clients.get(&ctx.platform, at, Cluster::ControlPlane, &ctx.metrics).await {
             Ok(client) => Some(client),
@@ -455,7 +476,8 @@ async fn cleanup_steps(
     };
     let control_plane = cp.as_ref().and(granted.clone());
     let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, control_plane, None);
-    let reach = Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: cp.as_ref(), workload: None };
+    let reach =
+        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: cp.as_ref(), workload: None };
     let observed = gather::observe(&reach, ctx.descriptor(), &context, true).await?;
     let input = gather::input(raw, provider_config, context, observed);
     let planned = call_plugin(ctx, "cleanup", move |p| plan::cleanup(p, &input)).await?;
@@ -466,11 +488,15 @@ async fn cleanup_steps(
         Ok(CleanupPlan::Blocked(blocked)) => {
             let desired = ServiceStatus { resources: blocked.resources, ..status::terminating(&blocked.message) };
             write_status(ctx, object, &desired, false).await?;
-            return Err(not_yet_error(blocked.message, Duration::from_secs(u64::from(blocked.requeue_after_seconds.max(1)))));
+            return Err(not_yet_error(
+                blocked.message,
+                Duration::from_secs(u64::from(blocked.requeue_after_seconds.max(1))),
+            ));
         }
         Ok(CleanupPlan::Teardown(teardown)) => teardown,
     };
-    let in_progress = ServiceStatus { resources: teardown.resources.clone(), ..status::terminating("Cleanup in progress") };
+    let in_progress =
+        ServiceStatus { resources: teardown.resources.clone(), ..status::terminating("Cleanup in progress") };
     write_status(ctx, object, &in_progress, false).await?;
 
     for target in &teardown.objects {
@@ -490,7 +516,10 @@ async fn cleanup_steps(
         }
     }
     if !access::delete_control_plane_request(&ctx.platform, &request).await? {
-        return Err(not_yet_error(format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name()), WAIT));
+        return Err(not_yet_error(
+            format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name()),
+            WAIT,
+        ));
     }
     if let Some(at) = &granted {
         ctx.clients.forget(at);

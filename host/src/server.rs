@@ -39,7 +39,13 @@ async fn ready(State(s): State<Shared>) -> StatusCode {
 }
 
 /// Serves the given endpoints on `addr` until the process ends.
-pub async fn serve(addr: SocketAddr, metrics_endpoint: bool, probes: bool, state_metrics: Arc<Metrics>, is_ready: Arc<AtomicBool>) -> Result<(), Error> {
+pub async fn serve(
+    addr: SocketAddr,
+    metrics_endpoint: bool,
+    probes: bool,
+    state_metrics: Arc<Metrics>,
+    is_ready: Arc<AtomicBool>,
+) -> Result<(), Error> {
     let mut router = Router::new();
     if metrics_endpoint {
         router = router.route("/metrics", get(metrics));

@@ -72,15 +72,11 @@ fn condition_json(c: &Condition, generation: i64, last_transition: &str) -> Valu
 /// Condition order: the current conditions in their order (updated in
 /// place), then new ones in the plugin's order.
 pub fn next(current: Option<&Value>, generation: i64, desired: &ServiceStatus, now: &str) -> Value {
-    let mut conditions: Vec<Value> = current
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let mut conditions: Vec<Value> =
+        current.and_then(|s| s.get("conditions")).and_then(Value::as_array).cloned().unwrap_or_default();
     for wanted in &desired.conditions {
-        let existing = conditions
-            .iter_mut()
-            .find(|c| c.get("type").and_then(Value::as_str) == Some(wanted.type_.as_str()));
+        let existing =
+            conditions.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some(wanted.type_.as_str()));
         match existing {
             Some(slot) => {
                 let unchanged = slot.get("status").and_then(Value::as_str) == Some(wanted.status.as_str());
@@ -185,7 +181,8 @@ mod tests {
     fn other_conditions_are_kept() {
         let current = json!({"conditions": [{"type": "Custom", "status": "True", "lastTransitionTime": T0, "reason": "X", "message": ""}]});
         let s = next(Some(&current), 1, &terminating("Cleanup in progress"), T1);
-        let types: Vec<&str> = s["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        let types: Vec<&str> =
+            s["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
         assert_eq!(types, ["Custom", "Ready"]);
         assert_eq!(s["phase"], "Terminating");
     }

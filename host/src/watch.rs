@@ -88,7 +88,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     controller = controller.watches_with(
         requests,
         access::access_request_resource(),
-        watcher::Config::default().labels(&format!("{}={}", access::LABEL_MANAGED_BY, names::label_value(&controller_name))),
+        watcher::Config::default().labels(&format!(
+            "{}={}",
+            access::LABEL_MANAGED_BY,
+            names::label_value(&controller_name)
+        )),
         move |ar: DynamicObject| {
             let labels = ar.labels();
             let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
@@ -110,7 +114,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         copies,
         (),
         watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}")),
-        move |secret: Secret| Owner::of(&secret.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name)),
+        move |secret: Secret| {
+            Owner::of(&secret.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name))
+        },
     );
 
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();

@@ -16,9 +16,9 @@ use service_provider_host::sandbox::{Limits, Plugin, Sandbox};
 use service_provider_sdk::contract::{Input, PlanError, Provider};
 
 fn wasm(env: &str, file: &str) -> PathBuf {
-    let path = std::env::var_os(env).map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin").join(file)
-    });
+    let path = std::env::var_os(env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin").join(file));
     assert!(
         path.is_file(),
         "{} not found: build the plugins first with `task build-plugins` (or set {env})",

@@ -10,8 +10,8 @@ use envtest::crds::{self, Purpose};
 use envtest::{Cluster, ClusterOptions, OpenMcpSimulator, SimulatorOptions};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::Api;
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::time::Duration;
 
@@ -21,9 +21,9 @@ fn unique(prefix: &str) -> String {
 }
 
 fn plugin() -> PathBuf {
-    let path = std::env::var_os("KRO_PLUGIN_WASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin/guest_kro.wasm"));
+    let path = std::env::var_os("KRO_PLUGIN_WASM").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin/guest_kro.wasm")
+    });
     assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
     path
 }
@@ -44,7 +44,8 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
 
     let pod_ns = unique("provider");
     let provider = unique("kro");
-    let ns = Namespace { metadata: ObjectMeta { name: Some(pod_ns.clone()), ..Default::default() }, ..Default::default() };
+    let ns =
+        Namespace { metadata: ObjectMeta { name: Some(pod_ns.clone()), ..Default::default() }, ..Default::default() };
     Api::<Namespace>::all(platform_client.clone()).create(&PostParams::default(), &ns).await.unwrap();
     let providers: Api<DynamicObject> =
         Api::all_with(platform_client.clone(), &service_provider_host::init::service_provider_resource());
@@ -56,7 +57,11 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
     // openmcp-operator gives it a status before running the init job.
     providers
-        .patch_status(&provider, &PatchParams::default(), &Patch::Merge(&json!({"status": {"observedGeneration": 1, "phase": "Progressing"}})))
+        .patch_status(
+            &provider,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"observedGeneration": 1, "phase": "Progressing"}})),
+        )
         .await
         .expect("ServiceProvider status");
 
@@ -87,12 +92,18 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
         let name = name.to_string();
         async move { api.get_opt(&name).await.unwrap() }
     };
-    let kroes = crd(&onboarding_client, "kroes.kro.services.open-control-plane.io").await.expect("Kro CRD on onboarding");
+    let kroes =
+        crd(&onboarding_client, "kroes.kro.services.open-control-plane.io").await.expect("Kro CRD on onboarding");
     assert_eq!(kroes.metadata.labels.unwrap()["openmcp.cloud/cluster"], "onboarding");
     assert!(crd(&platform_client, "kroes.kro.services.open-control-plane.io").await.is_none(), "not on platform");
-    let pcs = crd(&platform_client, "providerconfigs.kro.services.open-control-plane.io").await.expect("ProviderConfig CRD on platform");
+    let pcs = crd(&platform_client, "providerconfigs.kro.services.open-control-plane.io")
+        .await
+        .expect("ProviderConfig CRD on platform");
     assert_eq!(pcs.metadata.labels.unwrap()["openmcp.cloud/cluster"], "platform");
-    assert!(crd(&onboarding_client, "providerconfigs.kro.services.open-control-plane.io").await.is_none(), "not on onboarding");
+    assert!(
+        crd(&onboarding_client, "providerconfigs.kro.services.open-control-plane.io").await.is_none(),
+        "not on onboarding"
+    );
 
     let sp = serde_json::to_value(providers.get(&provider).await.unwrap()).unwrap();
     assert_eq!(
@@ -100,8 +111,15 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
         json!([{"group": "kro.services.open-control-plane.io", "version": "v1alpha1", "kind": "Kro"}])
     );
     // Onboarding access for init asked only for CRDs.
-    let ars: Api<DynamicObject> = Api::namespaced_with(platform_client.clone(), &pod_ns, &service_provider_host::access::access_request_resource());
-    let ar = serde_json::to_value(ars.get("kro.services.open-control-plane.io--onboarding-init").await.expect("init AccessRequest")).unwrap();
+    let ars: Api<DynamicObject> = Api::namespaced_with(
+        platform_client.clone(),
+        &pod_ns,
+        &service_provider_host::access::access_request_resource(),
+    );
+    let ar = serde_json::to_value(
+        ars.get("kro.services.open-control-plane.io--onboarding-init").await.expect("init AccessRequest"),
+    )
+    .unwrap();
     assert_eq!(ar["spec"]["token"]["permissions"][0]["rules"][0]["resources"], json!(["customresourcedefinitions"]));
 
     // A second run (a new provider version) updates in place and succeeds.

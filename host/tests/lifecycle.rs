@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
+use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::Api;
 use serde_json::{Value, json};
 use service_provider_host::reconcile;
 use std::sync::Arc;
@@ -35,7 +35,13 @@ async fn happy_path_reaches_ready_with_exact_flux_objects() {
     assert_eq!(ready(&kro)["reason"], "ReconcileSuccess");
     assert_eq!(ready(&kro)["message"], "Domain Service is ready");
     assert_eq!(kro["status"]["observedGeneration"], kro["metadata"]["generation"]);
-    assert!(kro["metadata"]["finalizers"].as_array().unwrap().iter().any(|f| f == "kro.services.open-control-plane.io/finalizer"));
+    assert!(
+        kro["metadata"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "kro.services.open-control-plane.io/finalizer")
+    );
     let resources = kro["status"]["resources"].as_array().unwrap();
     assert_eq!(resources.len(), 2);
     assert!(resources.iter().all(|r| r["phase"] == "Ready"));
@@ -55,7 +61,9 @@ async fn happy_path_reaches_ready_with_exact_flux_objects() {
     assert_eq!(ar["metadata"]["labels"]["openmcp.cloud/managed-by"], GROUP);
     assert_eq!(ar["metadata"]["labels"]["openmcp.cloud/onboarding-name"], "mcp-01");
     assert_eq!(ar["spec"]["requestRef"]["name"], "mcp-01");
-    assert!(ar["metadata"]["finalizers"].as_array().unwrap().iter().any(|x| x == "clusters.openmcp.cloud/clusteraccess"));
+    assert!(
+        ar["metadata"]["finalizers"].as_array().unwrap().iter().any(|x| x == "clusters.openmcp.cloud/clusteraccess")
+    );
     let rules = ar["spec"]["token"]["permissions"][0]["rules"].as_array().unwrap();
     assert!(rules.iter().all(|r| r["resources"].as_array().unwrap().iter().all(|x| x != "*")));
     assert_eq!(release["spec"]["kubeConfig"]["secretRef"]["name"], ar["status"]["secretRef"]["name"]);
@@ -70,10 +78,11 @@ async fn a_missing_provider_config_is_actionable_and_recovers() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
     f.start_operator().await;
     f.create_kro("mcp-01", "v0.9.1").await;
-    let kro = f.wait_kro("mcp-01", "missing-config message", |k| {
-        ready(k)["message"].as_str().is_some_and(|m| m.starts_with("No ProviderConfig found"))
-    })
-    .await;
+    let kro = f
+        .wait_kro("mcp-01", "missing-config message", |k| {
+            ready(k)["message"].as_str().is_some_and(|m| m.starts_with("No ProviderConfig found"))
+        })
+        .await;
     assert_eq!(kro["status"]["phase"], "Progressing");
     assert!(ready(&kro)["message"].as_str().unwrap().contains(&format!("\"{}\"", f.provider)));
     f.wait_event("mcp-01", "Warning", "ReconcileError").await;
@@ -117,8 +126,10 @@ async fn a_version_upgrade_changes_the_oci_repository_tag() {
         get(&repos, "kro-oci-repository").await.filter(|r| r["spec"]["ref"]["tag"] == "0.9.3")
     })
     .await;
-    f.wait_kro("mcp-01", "Ready for generation 2", |k| k["status"]["phase"] == "Ready" && k["status"]["observedGeneration"] == 2)
-        .await;
+    f.wait_kro("mcp-01", "Ready for generation 2", |k| {
+        k["status"]["phase"] == "Ready" && k["status"]["observedGeneration"] == 2
+    })
+    .await;
     f.stop_operator().await;
 }
 
@@ -130,7 +141,10 @@ async fn a_provider_config_edit_re_reconciles_every_instance() {
     f.create_kro("mcp-01", "v0.9.1").await;
     f.wait_ready("mcp-01").await;
     // pollInterval is 1m: only the ProviderConfig watch can make this fast.
-    f.provider_config(json!([{"version": "v0.9.1", "chartVersion": "0.9.2", "chartURL": "registry.example/charts/kro"}])).await;
+    f.provider_config(
+        json!([{"version": "v0.9.1", "chartVersion": "0.9.2", "chartURL": "registry.example/charts/kro"}]),
+    )
+    .await;
     let repos = f.flux_objects("OCIRepository", "mcp-01");
     let repo = eventually("new chart", Duration::from_secs(30), || async {
         get(&repos, "kro-oci-repository").await.filter(|r| r["spec"]["ref"]["tag"] == "0.9.2")
@@ -212,7 +226,8 @@ async fn chart_pull_secrets_are_copied_rotated_and_cleaned_up() {
 async fn a_pull_secret_of_the_wrong_type_is_refused_clearly() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
     f.source_secret("opaque-registry", "Opaque", "token").await;
-    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "opaque-registry"}])).await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "opaque-registry"}]))
+        .await;
     f.start_operator().await;
     f.create_kro("mcp-01", "v0.9.3").await;
     let kro = f.wait_kro("mcp-01", "type error", |k| ready(k)["reason"] == "ReconcileError").await;
@@ -260,7 +275,11 @@ async fn operation_annotations_on_the_service_object() {
     f.wait_ready("mcp-01").await;
 
     // ignore: a bad version is not even looked at.
-    f.patch_kro("mcp-01", json!({"metadata": {"annotations": {"openmcp.cloud/operation": "ignore"}}, "spec": {"version": "v0"}})).await;
+    f.patch_kro(
+        "mcp-01",
+        json!({"metadata": {"annotations": {"openmcp.cloud/operation": "ignore"}}, "spec": {"version": "v0"}}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let kro = f.kro("mcp-01").await.unwrap();
     assert_eq!(kro["status"]["phase"], "Ready", "ignored: status untouched");
@@ -271,11 +290,16 @@ async fn operation_annotations_on_the_service_object() {
     f.wait_kro("mcp-01", "ReconcileError", |k| ready(k)["reason"] == "ReconcileError").await;
 
     // reconcile: consumed.
-    f.patch_kro("mcp-01", json!({"metadata": {"annotations": {"openmcp.cloud/operation": "reconcile"}}, "spec": {"version": "v0.9.1"}})).await;
-    let kro = f.wait_kro("mcp-01", "annotation consumed and Ready", |k| {
-        k["metadata"]["annotations"].get("openmcp.cloud/operation").is_none() && k["status"]["phase"] == "Ready"
-    })
+    f.patch_kro(
+        "mcp-01",
+        json!({"metadata": {"annotations": {"openmcp.cloud/operation": "reconcile"}}, "spec": {"version": "v0.9.1"}}),
+    )
     .await;
+    let kro = f
+        .wait_kro("mcp-01", "annotation consumed and Ready", |k| {
+            k["metadata"]["annotations"].get("openmcp.cloud/operation").is_none() && k["status"]["phase"] == "Ready"
+        })
+        .await;
     assert_eq!(kro["status"]["observedGeneration"], 3);
     f.stop_operator().await;
 }
@@ -333,13 +357,17 @@ async fn deletion_is_blocked_by_rgds_then_completes() {
         rgds.create(&PostParams::default(), &rgd(name)).await.expect("RGD created");
     }
     f.delete_kro("mcp-01").await;
-    let kro = f.wait_kro("mcp-01", "deletion blocked", |k| {
-        ready(k)["message"].as_str().is_some_and(|m| m.contains("waiting for 2 kro ResourceGraphDefinition(s)"))
-    })
-    .await;
+    let kro = f
+        .wait_kro("mcp-01", "deletion blocked", |k| {
+            ready(k)["message"].as_str().is_some_and(|m| m.contains("waiting for 2 kro ResourceGraphDefinition(s)"))
+        })
+        .await;
     assert_eq!(kro["status"]["phase"], "Terminating");
     assert_eq!(ready(&kro)["reason"], "Terminating");
-    assert!(get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_some(), "kro stays while RGDs exist");
+    assert!(
+        get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_some(),
+        "kro stays while RGDs exist"
+    );
 
     for name in ["noop", "webapp"] {
         rgds.delete(name, &DeleteParams::default()).await.expect("RGD deleted");
@@ -347,7 +375,10 @@ async fn deletion_is_blocked_by_rgds_then_completes() {
     f.wait_gone("mcp-01").await;
     assert!(get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_none());
     assert!(get(&f.flux_objects("OCIRepository", "mcp-01"), "kro-oci-repository").await.is_none());
-    assert!(get(&f.access_requests("mcp-01"), "kro.services.open-control-plane.io--mcp-01--mcp").await.is_none(), "AccessRequest removed");
+    assert!(
+        get(&f.access_requests("mcp-01"), "kro.services.open-control-plane.io--mcp-01--mcp").await.is_none(),
+        "AccessRequest removed"
+    );
     let copies: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.platform.clone(), &f.tenant("mcp-01"));
     assert!(copies.get_opt("sp-kro-registry").await.unwrap().is_none(), "pull-secret copy removed");
     f.stop_operator().await;
@@ -366,7 +397,9 @@ async fn deletion_completes_when_the_access_request_is_already_gone() {
     f.openmcp.unregister_control_plane("mcp-01", &f.ns).await.unwrap();
     let ars = f.access_requests("mcp-01");
     let ar_name = "kro.services.open-control-plane.io--mcp-01--mcp";
-    ars.patch(ar_name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    ars.patch(ar_name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}})))
+        .await
+        .unwrap();
     ars.delete(ar_name, &DeleteParams::default()).await.unwrap();
     eventually("AccessRequest gone", WAIT, || async { get(&ars, ar_name).await.is_none().then_some(()) }).await;
 
@@ -431,7 +464,11 @@ async fn two_tenants_are_isolated() {
     f.delete_kro("alpha").await;
     f.wait_gone("alpha").await;
     assert!(get(&f.flux_objects("OCIRepository", "alpha"), "kro-oci-repository").await.is_none());
-    assert_eq!(tag(get(&f.flux_objects("OCIRepository", "beta"), "kro-oci-repository").await), "0.9.3", "beta untouched");
+    assert_eq!(
+        tag(get(&f.flux_objects("OCIRepository", "beta"), "kro-oci-repository").await),
+        "0.9.3",
+        "beta untouched"
+    );
     assert_eq!(f.kro("beta").await.unwrap()["status"]["phase"], "Ready");
     f.stop_operator().await;
 }
@@ -440,11 +477,20 @@ async fn two_tenants_are_isolated() {
 async fn onboarding_access_is_requested_through_openmcp() {
     let f = Fixture::new(one("mcp-01", true)).await;
     let settings = f.settings();
-    let onboarding = service_provider_host::operator::onboarding_client(&f.platform, &settings, plugin().descriptor(), false, &f.metrics)
-        .await
-        .expect("onboarding access granted by openmcp");
+    let onboarding = service_provider_host::operator::onboarding_client(
+        &f.platform,
+        &settings,
+        plugin().descriptor(),
+        false,
+        &f.metrics,
+    )
+    .await
+    .expect("onboarding access granted by openmcp");
     // The kubeconfig the simulator handed out reaches the onboarding cluster.
-    Api::<DynamicObject>::namespaced_with(onboarding, &f.ns, &kro_resource()).list(&Default::default()).await.expect("list Kro");
+    Api::<DynamicObject>::namespaced_with(onboarding, &f.ns, &kro_resource())
+        .list(&Default::default())
+        .await
+        .expect("list Kro");
     let ars: Api<DynamicObject> = Api::namespaced_with(f.platform.clone(), &f.pod_ns, &access_request_resource());
     let ar = get(&ars, "kro.services.open-control-plane.io--onboarding-run").await.expect("onboarding AccessRequest");
     let rules = ar["spec"]["token"]["permissions"][0]["rules"].as_array().unwrap();

@@ -103,9 +103,12 @@ fn the_seed_example_renders_flux_objects_and_secret_copies() {
 #[test]
 fn ready_flux_objects_render_a_ready_status() {
     let doc = render_json(&[
-        "--object", "examples/kro.yaml",
-        "--provider-config", "examples/providerconfig.yaml",
-        "--observed", "examples/observed/ready",
+        "--object",
+        "examples/kro.yaml",
+        "--provider-config",
+        "examples/providerconfig.yaml",
+        "--observed",
+        "examples/observed/ready",
     ]);
     assert_eq!(doc["status"]["phase"], "Ready");
     assert_eq!(doc["status"]["conditions"][0]["reason"], "ReconcileSuccess");
@@ -113,7 +116,12 @@ fn ready_flux_objects_render_a_ready_status() {
 
 #[test]
 fn an_unknown_version_renders_progressing_with_the_offered_versions() {
-    let doc = render_json(&["--object", "examples/kro-unknown-version.yaml", "--provider-config", "examples/providerconfig.yaml"]);
+    let doc = render_json(&[
+        "--object",
+        "examples/kro-unknown-version.yaml",
+        "--provider-config",
+        "examples/providerconfig.yaml",
+    ]);
     assert_eq!(doc["result"], "invalid-input");
     assert!(doc.get("steps").is_none(), "nothing is applied");
     let status = &doc["status"];
@@ -129,9 +137,12 @@ fn an_unknown_version_renders_progressing_with_the_offered_versions() {
 #[test]
 fn deletion_renders_blocked_then_teardown() {
     let blocked = render_json(&[
-        "--object", "examples/kro.yaml",
-        "--provider-config", "examples/providerconfig.yaml",
-        "--observed", "examples/observed/rgds",
+        "--object",
+        "examples/kro.yaml",
+        "--provider-config",
+        "examples/providerconfig.yaml",
+        "--observed",
+        "examples/observed/rgds",
         "--deleting",
     ]);
     assert_eq!(blocked["result"], "blocked");
@@ -169,7 +180,10 @@ fn malformed_helm_values_are_a_clear_status_message() {
 
 #[test]
 fn a_malformed_object_is_a_clear_error_not_a_crash() {
-    let wrong_type = temp_file("wrong-type.yaml", "apiVersion: kro.services.open-control-plane.io/v1alpha1\nkind: Kro\nmetadata:\n  name: a\n  namespace: b\nspec:\n  version: [1, 2]\n");
+    let wrong_type = temp_file(
+        "wrong-type.yaml",
+        "apiVersion: kro.services.open-control-plane.io/v1alpha1\nkind: Kro\nmetadata:\n  name: a\n  namespace: b\nspec:\n  version: [1, 2]\n",
+    );
     let doc = render_json(&["--object", s(&wrong_type), "--provider-config", "examples/providerconfig.yaml"]);
     assert_eq!(doc["result"], "invalid-input");
     assert!(doc["message"].as_str().unwrap().starts_with("invalid Kro object: "), "{doc}");
@@ -188,7 +202,8 @@ fn a_malformed_object_is_a_clear_error_not_a_crash() {
 
 #[test]
 fn yaml_is_the_default_output() {
-    let (ok, stdout, stderr) = render(&["--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"]);
+    let (ok, stdout, stderr) =
+        render(&["--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"]);
     assert!(ok, "{stderr}");
     let doc: Value = serde_saphyr::from_str(&stdout).expect("YAML");
     assert_eq!(doc["result"], "planned");

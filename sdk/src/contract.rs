@@ -48,11 +48,7 @@ pub struct ApiKind {
 impl ApiKind {
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 }
 
@@ -110,10 +106,7 @@ impl Stage {
     /// Whether an observation with this stage is needed for `cleanup`
     /// (`true`) or `plan` (`false`).
     pub fn applies(self, cleanup: bool) -> bool {
-        matches!(
-            (self, cleanup),
-            (Stage::Always, _) | (Stage::Cleanup, true) | (Stage::Reconcile, false)
-        )
+        matches!((self, cleanup), (Stage::Always, _) | (Stage::Cleanup, true) | (Stage::Reconcile, false))
     }
 }
 
@@ -187,10 +180,7 @@ impl Input {
     /// The objects observed under `id`, or `None` if the host could not make
     /// that observation.
     pub fn observed(&self, id: &str) -> Option<&[String]> {
-        self.observed
-            .iter()
-            .find(|o| o.id == id)
-            .map(|o| o.objects.as_slice())
+        self.observed.iter().find(|o| o.id == id).map(|o| o.objects.as_slice())
     }
 }
 

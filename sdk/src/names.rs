@@ -37,23 +37,13 @@ pub fn k8s_name_uuid(parts: &[&str]) -> Result<String, NameError> {
     h[6] = (h[6] & 0x0f) | 0x80; // version 8
     h[8] = (h[8] & 0x3f) | 0x80; // RFC 4122 variant
     let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-    Ok(format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    ))
+    Ok(format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32]))
 }
 
 /// openmcp `StableMCPNamespace(name, namespace)`: the tenant namespace of the
 /// ControlPlane (and hence of the service object) `namespace/name`.
 pub fn tenant_namespace(name: &str, namespace: &str) -> Result<String, NameError> {
-    Ok(format!(
-        "{TENANT_NAMESPACE_PREFIX}{}",
-        k8s_name_uuid(&[namespace, name])?
-    ))
+    Ok(format!("{TENANT_NAMESPACE_PREFIX}{}", k8s_name_uuid(&[namespace, name])?))
 }
 
 /// RFC 4648 base32, lower-case alphabet, no padding.
@@ -98,11 +88,7 @@ pub fn shorten(name: &str, max: usize) -> String {
 /// AccessRequest a provider creates for one service instance, e.g.
 /// `kro.services.open-control-plane.io--mcp-01--mcp`.
 pub fn access_request_name(controller: &str, instance: &str, suffix: &str) -> String {
-    let base = format!(
-        "{}--{}",
-        controller.to_lowercase(),
-        instance.to_lowercase()
-    );
+    let base = format!("{}--{}", controller.to_lowercase(), instance.to_lowercase());
     let max = MAX_NAME_LEN.saturating_sub(suffix.len() + 2);
     format!("{}--{suffix}", shorten(&base, max))
 }
@@ -124,22 +110,13 @@ mod tests {
 
     #[test]
     fn uuid_matches_upstream_vectors() {
-        assert_eq!(
-            k8s_name_uuid(&["example"]).unwrap(),
-            "23cc2129-a257-8644-95e0-289d55c69704"
-        );
-        assert_eq!(
-            k8s_name_uuid(&["default", "example"]).unwrap(),
-            "2bcf790e-815e-8ea9-857b-15be429583a5"
-        );
+        assert_eq!(k8s_name_uuid(&["example"]).unwrap(), "23cc2129-a257-8644-95e0-289d55c69704");
+        assert_eq!(k8s_name_uuid(&["default", "example"]).unwrap(), "2bcf790e-815e-8ea9-857b-15be429583a5");
     }
 
     #[test]
     fn tenant_namespace_matches_upstream_vector() {
-        assert_eq!(
-            tenant_namespace("test-mcp", "default").unwrap(),
-            "mcp--eaedbc8f-bfe8-889c-bc87-4958803d9f94"
-        );
+        assert_eq!(tenant_namespace("test-mcp", "default").unwrap(), "mcp--eaedbc8f-bfe8-889c-bc87-4958803d9f94");
     }
 
     #[test]
@@ -201,10 +178,7 @@ mod tests {
             assert!(name.ends_with("--mcp"));
         }
         // Lower-cased.
-        assert_eq!(
-            access_request_name("Flux", "My", "mcp"),
-            "flux--my--mcp"
-        );
+        assert_eq!(access_request_name("Flux", "My", "mcp"), "flux--my--mcp");
     }
 
     #[test]

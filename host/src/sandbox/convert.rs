@@ -96,11 +96,7 @@ pub(super) fn input(i: &sdk::Input) -> wit::Input {
             control_plane: i.context.control_plane.as_ref().map(kubeconfig_ref),
             workload: i.context.workload.as_ref().map(kubeconfig_ref),
         },
-        observed: i
-            .observed
-            .iter()
-            .map(|o| wit::Observed { id: o.id.clone(), objects: o.objects.clone() })
-            .collect(),
+        observed: i.observed.iter().map(|o| wit::Observed { id: o.id.clone(), objects: o.objects.clone() }).collect(),
     }
 }
 

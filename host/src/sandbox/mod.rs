@@ -168,14 +168,12 @@ impl Plugin {
 
     pub fn plan(&self, input: &sdk::Input) -> Result<Result<sdk::Plan, sdk::PlanError>, Error> {
         let input = convert::input(input);
-        self.call(|p, s| p.call_plan(s, &input))
-            .map(|r| r.map(convert::plan).map_err(convert::plan_error))
+        self.call(|p, s| p.call_plan(s, &input)).map(|r| r.map(convert::plan).map_err(convert::plan_error))
     }
 
     pub fn cleanup(&self, input: &sdk::Input) -> Result<Result<sdk::CleanupPlan, sdk::PlanError>, Error> {
         let input = convert::input(input);
-        self.call(|p, s| p.call_cleanup(s, &input))
-            .map(|r| r.map(convert::cleanup_plan).map_err(convert::plan_error))
+        self.call(|p, s| p.call_cleanup(s, &input)).map(|r| r.map(convert::cleanup_plan).map_err(convert::plan_error))
     }
 
     /// One call in a fresh store with a deadline and a memory limit.
@@ -205,10 +203,9 @@ impl Plugin {
             Some(Trap::Interrupt) => {
                 format!("plugin {name} exceeded its time budget of {:?}", limits.timeout)
             }
-            _ if chain(error).contains("forcing trap when growing memory") => format!(
-                "plugin {name} exceeded its memory limit of {} MiB",
-                limits.memory_bytes >> 20
-            ),
+            _ if chain(error).contains("forcing trap when growing memory") => {
+                format!("plugin {name} exceeded its memory limit of {} MiB", limits.memory_bytes >> 20)
+            }
             _ => format!("plugin {name} failed: {}", chain(error)),
         };
         Error::Plugin(message)

@@ -79,14 +79,20 @@ pub fn provider_config_resource() -> ApiResource {
 
 pub fn flux_resource(kind: &str) -> ApiResource {
     match kind {
-        "OCIRepository" => service_provider_host::apply::api_resource("source.toolkit.fluxcd.io/v1", kind, "ocirepositories"),
+        "OCIRepository" => {
+            service_provider_host::apply::api_resource("source.toolkit.fluxcd.io/v1", kind, "ocirepositories")
+        }
         "HelmRelease" => service_provider_host::apply::api_resource("helm.toolkit.fluxcd.io/v2", kind, "helmreleases"),
         other => panic!("not a Flux kind: {other}"),
     }
 }
 
 pub fn rgd_resource() -> ApiResource {
-    service_provider_host::apply::api_resource("kro.run/v1alpha1", "ResourceGraphDefinition", "resourcegraphdefinitions")
+    service_provider_host::apply::api_resource(
+        "kro.run/v1alpha1",
+        "ResourceGraphDefinition",
+        "resourcegraphdefinitions",
+    )
 }
 
 pub fn access_request_resource() -> ApiResource {
@@ -141,13 +147,20 @@ impl Fixture {
         let platform = env.platform.client().await.expect("client");
         let onboarding = env.onboarding.client().await.expect("client");
         for (client, name) in [(&onboarding, &ns), (&platform, &pod_ns)] {
-            let namespace = Namespace { metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() }, ..Default::default() };
+            let namespace = Namespace {
+                metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
+                ..Default::default()
+            };
             Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.expect("namespace");
         }
         let openmcp = OpenMcpSimulator::start(
             &env.platform,
             &env.onboarding,
-            SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], remove_clusteraccess_finalizer: false, ..Default::default() },
+            SimulatorOptions {
+                provider_namespaces: vec![pod_ns.clone()],
+                remove_clusteraccess_finalizer: false,
+                ..Default::default()
+            },
         );
         let mut tenants = Vec::new();
         for instance in &options.instances {
@@ -278,10 +291,7 @@ impl Fixture {
 
     /// Waits until the Kro's status satisfies `check`; returns the object.
     pub async fn wait_kro(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        eventually(&format!("{name}: {what}"), WAIT, || async {
-            self.kro(name).await.filter(|k| check(k))
-        })
-        .await
+        eventually(&format!("{name}: {what}"), WAIT, || async { self.kro(name).await.filter(|k| check(k)) }).await
     }
 
     pub async fn wait_ready(&self, name: &str) -> Value {
@@ -304,7 +314,11 @@ impl Fixture {
     pub async fn source_secret(&self, name: &str, type_: &str, value: &str) {
         let key = if type_ == "kubernetes.io/dockerconfigjson" { ".dockerconfigjson" } else { "token" };
         let secret = Secret {
-            metadata: ObjectMeta { name: Some(name.into()), namespace: Some(self.pod_ns.clone()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(self.pod_ns.clone()),
+                ..Default::default()
+            },
             type_: Some(type_.into()),
             data: Some([(key.to_string(), ByteString(value.as_bytes().to_vec()))].into()),
             ..Default::default()
@@ -349,8 +363,5 @@ impl Drop for Fixture {
 
 /// The Ready condition of a status.
 pub fn ready(kro: &Value) -> &Value {
-    kro["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-        .unwrap_or(&Value::Null)
+    kro["status"]["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == "Ready")).unwrap_or(&Value::Null)
 }

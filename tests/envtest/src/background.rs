@@ -51,11 +51,7 @@ impl Background {
                 }
             }
         });
-        Self {
-            stop,
-            task: Some(task),
-            last_error,
-        }
+        Self { stop, task: Some(task), last_error }
     }
 
     /// The error of the latest round, if it failed.

@@ -38,14 +38,8 @@ pub fn cache_root() -> PathBuf {
 }
 
 fn locate(env: &'static str, default: PathBuf, what: &'static str) -> Result<PathBuf> {
-    let path = std::env::var_os(env)
-        .filter(|v| !v.is_empty())
-        .map_or(default, PathBuf::from);
-    if is_executable(&path) {
-        Ok(path)
-    } else {
-        Err(Error::MissingBinary { what, env, path })
-    }
+    let path = std::env::var_os(env).filter(|v| !v.is_empty()).map_or(default, PathBuf::from);
+    if is_executable(&path) { Ok(path) } else { Err(Error::MissingBinary { what, env, path }) }
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -63,11 +57,7 @@ impl Binaries {
                 root.join(format!("k8s-{K8S_VERSION}/kube-apiserver")),
                 "kube-apiserver",
             )?,
-            etcd: locate(
-                ENV_ETCD,
-                root.join(format!("etcd-{ETCD_VERSION}/etcd")),
-                "etcd",
-            )?,
+            etcd: locate(ENV_ETCD, root.join(format!("etcd-{ETCD_VERSION}/etcd")), "etcd")?,
         })
     }
 }

@@ -123,12 +123,8 @@ impl Cluster {
             "--unsafe-no-fsync=true".into(),
             "--log-level=warn".into(),
         ];
-        let mut etcd = ServerProcess::spawn(
-            &format!("etcd ({name})"),
-            &binaries.etcd,
-            &etcd_args,
-            &dir.path().join("etcd.log"),
-        )?;
+        let mut etcd =
+            ServerProcess::spawn(&format!("etcd ({name})"), &binaries.etcd, &etcd_args, &dir.path().join("etcd.log"))?;
         wait_for_etcd(&mut etcd, etcd_client, deadline, options.start_timeout).await?;
 
         let p = |path: &Path| path.display().to_string();
@@ -147,10 +143,7 @@ impl Cluster {
             format!("--client-ca-file={}", p(&pki_files.ca_cert)),
             format!("--service-account-issuer=https://127.0.0.1:{api_port}/"),
             format!("--service-account-key-file={}", p(&pki_files.sa_public_key)),
-            format!(
-                "--service-account-signing-key-file={}",
-                p(&pki_files.sa_private_key)
-            ),
+            format!("--service-account-signing-key-file={}", p(&pki_files.sa_private_key)),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--authorization-mode=RBAC".into(),
             // No token controller runs, so pods would lack a default SA.
@@ -168,17 +161,9 @@ impl Cluster {
         let server = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = render_kubeconfig(name, &server, &pki);
         let kubeconfig_path = dir.path().join("kubeconfig.yaml");
-        std::fs::write(&kubeconfig_path, &kubeconfig)
-            .map_err(|e| Error::io(&kubeconfig_path, e))?;
+        std::fs::write(&kubeconfig_path, &kubeconfig).map_err(|e| Error::io(&kubeconfig_path, e))?;
         let client = client_from_kubeconfig(&kubeconfig).await?;
-        wait_for_readyz(
-            &client,
-            &mut apiserver,
-            &mut etcd,
-            deadline,
-            options.start_timeout,
-        )
-        .await?;
+        wait_for_readyz(&client, &mut apiserver, &mut etcd, deadline, options.start_timeout).await?;
         create_marker(&client, name).await?;
 
         Ok(Self {
@@ -243,18 +228,12 @@ impl Cluster {
     pub fn rss(&self) -> Option<Rss> {
         let api = crate::process::lock_unpoisoned(&self.apiserver).rss_bytes()?;
         let etcd = crate::process::lock_unpoisoned(&self.etcd).rss_bytes()?;
-        Some(Rss {
-            apiserver_bytes: api,
-            etcd_bytes: etcd,
-        })
+        Some(Rss { apiserver_bytes: api, etcd_bytes: etcd })
     }
 
     /// Pids of kube-apiserver and etcd.
     pub fn pids(&self) -> (u32, u32) {
-        (
-            crate::process::lock_unpoisoned(&self.apiserver).pid(),
-            crate::process::lock_unpoisoned(&self.etcd).pid(),
-        )
+        (crate::process::lock_unpoisoned(&self.apiserver).pid(), crate::process::lock_unpoisoned(&self.etcd).pid())
     }
 
     /// The last lines of the kube-apiserver log (for assertion messages).
@@ -318,12 +297,7 @@ current-context: {name}
     )
 }
 
-async fn wait_for_etcd(
-    etcd: &mut ServerProcess,
-    port: u16,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<()> {
+async fn wait_for_etcd(etcd: &mut ServerProcess, port: u16, deadline: Instant, timeout: Duration) -> Result<()> {
     loop {
         if let Some(e) = etcd.exited_error() {
             return Err(e);
@@ -347,9 +321,7 @@ async fn wait_for_etcd(
 /// `GET /health` over plain HTTP/1.0 (no HTTP client dependency needed).
 async fn etcd_health(port: u16) -> std::io::Result<bool> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    stream
-        .write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .await?;
+    stream.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").await?;
     let mut response = Vec::new();
     tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut response))
         .await
@@ -369,12 +341,8 @@ async fn wait_for_readyz(
         if let Some(e) = apiserver.exited_error().or_else(|| etcd.exited_error()) {
             return Err(e);
         }
-        let request = http::Request::get("/readyz")
-            .body(Vec::new())
-            .map_err(|e| Error::Other(e.to_string()))?;
-        let last = match tokio::time::timeout(Duration::from_secs(5), client.request_text(request))
-            .await
-        {
+        let request = http::Request::get("/readyz").body(Vec::new()).map_err(|e| Error::Other(e.to_string()))?;
+        let last = match tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await {
             Ok(Ok(body)) if body.trim() == "ok" => return Ok(()),
             Ok(Ok(body)) => body,
             Ok(Err(e)) => e.to_string(),
@@ -394,10 +362,7 @@ async fn wait_for_readyz(
 async fn create_marker(client: &Client, name: &str) -> Result<()> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let marker = ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(MARKER_CONFIGMAP.into()),
-            ..Default::default()
-        },
+        metadata: kube::api::ObjectMeta { name: Some(MARKER_CONFIGMAP.into()), ..Default::default() },
         data: Some([("cluster".to_string(), name.to_string())].into()),
         ..Default::default()
     };

@@ -124,43 +124,26 @@ pub struct Crd {
 impl Crd {
     /// The resource the CRD serves (group, storage version, kind, plural).
     pub fn api_resource(&self) -> Result<ApiResource> {
-        let invalid = |m: &str| Error::InvalidCrd {
-            origin: self.origin.clone(),
-            message: m.to_string(),
-        };
+        let invalid = |m: &str| Error::InvalidCrd { origin: self.origin.clone(), message: m.to_string() };
         let spec = &self.manifest["spec"];
-        let group = spec["group"]
-            .as_str()
-            .ok_or_else(|| invalid("no spec.group"))?;
-        let kind = spec["names"]["kind"]
-            .as_str()
-            .ok_or_else(|| invalid("no spec.names.kind"))?;
-        let plural = spec["names"]["plural"]
-            .as_str()
-            .ok_or_else(|| invalid("no spec.names.plural"))?;
-        let versions = spec["versions"]
-            .as_array()
-            .ok_or_else(|| invalid("no spec.versions"))?;
+        let group = spec["group"].as_str().ok_or_else(|| invalid("no spec.group"))?;
+        let kind = spec["names"]["kind"].as_str().ok_or_else(|| invalid("no spec.names.kind"))?;
+        let plural = spec["names"]["plural"].as_str().ok_or_else(|| invalid("no spec.names.plural"))?;
+        let versions = spec["versions"].as_array().ok_or_else(|| invalid("no spec.versions"))?;
         let version = versions
             .iter()
             .find(|v| v["storage"].as_bool() == Some(true))
             .or_else(|| versions.first())
             .and_then(|v| v["name"].as_str())
             .ok_or_else(|| invalid("no version name"))?;
-        Ok(ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(group, version, kind),
-            plural,
-        ))
+        Ok(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
     }
 }
 
 /// Parses every CRD document in a YAML file.
 pub fn parse_crds(text: &str, origin: &str, default_purpose: Option<Purpose>) -> Result<Vec<Crd>> {
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| Error::Yaml {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        })?;
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text)
+        .map_err(|e| Error::Yaml { origin: origin.to_string(), message: e.to_string() })?;
     let mut crds = Vec::new();
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         if doc["kind"] != "CustomResourceDefinition" {
@@ -168,21 +151,11 @@ pub fn parse_crds(text: &str, origin: &str, default_purpose: Option<Purpose>) ->
         }
         let name = doc["metadata"]["name"]
             .as_str()
-            .ok_or_else(|| Error::InvalidCrd {
-                origin: origin.to_string(),
-                message: "no metadata.name".into(),
-            })?
+            .ok_or_else(|| Error::InvalidCrd { origin: origin.to_string(), message: "no metadata.name".into() })?
             .to_string();
-        let purpose = doc["metadata"]["labels"][CLUSTER_LABEL]
-            .as_str()
-            .and_then(Purpose::from_label)
-            .or(default_purpose);
-        crds.push(Crd {
-            name,
-            origin: origin.to_string(),
-            purpose,
-            manifest: doc,
-        });
+        let purpose =
+            doc["metadata"]["labels"][CLUSTER_LABEL].as_str().and_then(Purpose::from_label).or(default_purpose);
+        crds.push(Crd { name, origin: origin.to_string(), purpose, manifest: doc });
     }
     Ok(crds)
 }
@@ -228,23 +201,15 @@ pub fn third_party_crds() -> Result<Vec<Crd>> {
 pub fn crds_for(purpose: Purpose) -> Result<Vec<Crd>> {
     let mut all = project_crds()?;
     all.extend(third_party_crds()?);
-    Ok(all
-        .into_iter()
-        .filter(|c| c.purpose == Some(purpose))
-        .collect())
+    Ok(all.into_iter().filter(|c| c.purpose == Some(purpose)).collect())
 }
 
 fn go_binary() -> PathBuf {
     if let Some(go) = std::env::var_os(ENV_GO).filter(|v| !v.is_empty()) {
         return PathBuf::from(go);
     }
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("go").is_file()));
-    if on_path {
-        PathBuf::from("go")
-    } else {
-        PathBuf::from("/usr/local/go/bin/go")
-    }
+    let on_path = std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("go").is_file()));
+    if on_path { PathBuf::from("go") } else { PathBuf::from("/usr/local/go/bin/go") }
 }
 
 /// `.Dir` of `go mod download -json MODULE@VERSION` (memoized per process).
@@ -267,27 +232,17 @@ pub fn go_module_dir(module: &str, version: &str) -> Result<PathBuf> {
             command: command.clone(),
             message: format!("{e} (is Go installed? set {ENV_GO})"),
         })?;
-    let json: serde_json::Value =
-        serde_json::from_slice(&output.stdout).map_err(|e| Error::Command {
-            command: command.clone(),
-            message: format!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)),
-        })?;
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|e| Error::Command {
+        command: command.clone(),
+        message: format!("{e}; stderr: {}", String::from_utf8_lossy(&output.stderr)),
+    })?;
     if let Some(err) = json["Error"].as_str() {
-        return Err(Error::Command {
-            command,
-            message: err.to_string(),
-        });
+        return Err(Error::Command { command, message: err.to_string() });
     }
-    let dir = json["Dir"]
-        .as_str()
-        .filter(|d| !d.is_empty())
-        .ok_or_else(|| Error::Command {
-            command: command.clone(),
-            message: format!(
-                "no .Dir in output; stderr: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ),
-        })?;
+    let dir = json["Dir"].as_str().filter(|d| !d.is_empty()).ok_or_else(|| Error::Command {
+        command: command.clone(),
+        message: format!("no .Dir in output; stderr: {}", String::from_utf8_lossy(&output.stderr)),
+    })?;
     let dir = PathBuf::from(dir);
     crate::process::lock_unpoisoned(cache).insert(key, dir.clone());
     Ok(dir)
@@ -299,8 +254,7 @@ pub async fn install(client: &Client, crds: &[Crd], timeout: Duration) -> Result
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply("envtest").force();
     for crd in crds {
-        api.patch(&crd.name, &params, &Patch::Apply(&crd.manifest))
-            .await?;
+        api.patch(&crd.name, &params, &Patch::Apply(&crd.manifest)).await?;
     }
     let deadline = Instant::now() + timeout;
     for crd in crds {
@@ -315,10 +269,7 @@ pub fn is_established(crd: &CustomResourceDefinition) -> bool {
     crd.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        })
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
 }
 
 async fn wait_established(
@@ -345,12 +296,7 @@ async fn wait_established(
 
 /// Established does not yet mean discovery serves the resource; a list
 /// call succeeding does.
-async fn wait_served(
-    client: &Client,
-    crd: &Crd,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<()> {
+async fn wait_served(client: &Client, crd: &Crd, deadline: Instant, timeout: Duration) -> Result<()> {
     let resource = crd.api_resource()?;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     loop {

@@ -92,10 +92,7 @@ impl TestEnv {
             platform,
             onboarding,
             control_plane,
-            timings: Timings {
-                clusters_ready,
-                crds_ready: started.elapsed(),
-            },
+            timings: Timings { clusters_ready, crds_ready: started.elapsed() },
         })
     }
 
@@ -114,8 +111,7 @@ impl TestEnv {
 /// torn down by the exit hook when the binary exits. A start-up failure is
 /// remembered and reported to every caller instead of being retried.
 pub async fn shared() -> Result<&'static TestEnv> {
-    static SHARED: tokio::sync::OnceCell<std::result::Result<TestEnv, String>> =
-        tokio::sync::OnceCell::const_new();
+    static SHARED: tokio::sync::OnceCell<std::result::Result<TestEnv, String>> = tokio::sync::OnceCell::const_new();
     let result = SHARED
         .get_or_init(|| async {
             match runtime().spawn(TestEnv::start()).await {
@@ -125,7 +121,5 @@ pub async fn shared() -> Result<&'static TestEnv> {
             }
         })
         .await;
-    result
-        .as_ref()
-        .map_err(|e| Error::SharedStartFailed(e.clone()))
+    result.as_ref().map_err(|e| Error::SharedStartFailed(e.clone()))
 }

@@ -14,11 +14,7 @@ pub enum Error {
         "{what} binary not found at {path}: run `tests/envtest/scripts/build-bins.sh` \
          (or set {env} to an existing binary)"
     )]
-    MissingBinary {
-        what: &'static str,
-        env: &'static str,
-        path: PathBuf,
-    },
+    MissingBinary { what: &'static str, env: &'static str, path: PathBuf },
 
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -40,12 +36,7 @@ pub enum Error {
     /// A server process exited while we waited for it; `log_tail` is the end
     /// of its log file.
     #[error("{what} exited early ({status}); log {log}:\n{log_tail}")]
-    ProcessExited {
-        what: String,
-        status: String,
-        log: PathBuf,
-        log_tail: String,
-    },
+    ProcessExited { what: String, status: String, log: PathBuf, log_tail: String },
 
     #[error("timed out after {seconds}s waiting for {what}{detail}")]
     Timeout {
@@ -85,10 +76,7 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 }
 

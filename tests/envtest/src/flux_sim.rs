@@ -111,16 +111,11 @@ impl FluxSimulator {
             let (kubeconfig, options) = (kubeconfig.clone(), options.clone());
             let (deleting_since, client) = (deleting_since.clone(), client.clone());
             async move {
-                let client = client
-                    .get_or_try_init(|| client_from_kubeconfig(&kubeconfig))
-                    .await?;
+                let client = client.get_or_try_init(|| client_from_kubeconfig(&kubeconfig)).await?;
                 round(client, &options, &deleting_since).await
             }
         });
-        Self {
-            platform_kubeconfig: platform_kubeconfig.to_string(),
-            background,
-        }
+        Self { platform_kubeconfig: platform_kubeconfig.to_string(), background }
     }
 
     /// Sets the `Ready` condition (and `status.observedGeneration`) of a
@@ -156,28 +151,19 @@ pub async fn set_ready(
     ready: bool,
     message: &str,
 ) -> Result<()> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &kind.api_resource());
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kind.api_resource());
     let object = api.get(name).await?;
     let patch = ready_patch(kind, &object, ready, message);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(())
 }
 
 /// A status merge patch replacing the Ready condition and keeping others.
-fn ready_patch(
-    kind: FluxKind,
-    object: &DynamicObject,
-    ready: bool,
-    message: &str,
-) -> serde_json::Value {
+fn ready_patch(kind: FluxKind, object: &DynamicObject, ready: bool, message: &str) -> serde_json::Value {
     let generation = object.metadata.generation.unwrap_or(0);
     let status_word = if ready { "True" } else { "False" };
-    let mut conditions: Vec<serde_json::Value> = object.data["status"]["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let mut conditions: Vec<serde_json::Value> =
+        object.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
     let previous = conditions.iter().position(|c| c["type"] == "Ready");
     // Keep lastTransitionTime when the status does not change.
     let transition = previous
@@ -203,22 +189,14 @@ fn ready_patch(
 /// Current time as RFC 3339 with second precision (what metav1.Time emits).
 pub fn now_rfc3339() -> String {
     let now = k8s_openapi::jiff::Timestamp::now();
-    now.round(k8s_openapi::jiff::Unit::Second)
-        .unwrap_or(now)
-        .to_string()
+    now.round(k8s_openapi::jiff::Unit::Second).unwrap_or(now).to_string()
 }
 
 fn is_ready_for_generation(object: &DynamicObject) -> bool {
     let generation = object.metadata.generation.unwrap_or(0);
-    object.data["status"]["conditions"]
-        .as_array()
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c["type"] == "Ready"
-                    && c["status"] == "True"
-                    && c["observedGeneration"] == generation
-            })
-        })
+    object.data["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True" && c["observedGeneration"] == generation)
+    })
 }
 
 fn apis(client: &Client, kind: FluxKind, namespaces: &[String]) -> Vec<Api<DynamicObject>> {
@@ -226,41 +204,26 @@ fn apis(client: &Client, kind: FluxKind, namespaces: &[String]) -> Vec<Api<Dynam
     if namespaces.is_empty() {
         vec![Api::all_with(client.clone(), &resource)]
     } else {
-        namespaces
-            .iter()
-            .map(|ns| Api::namespaced_with(client.clone(), ns, &resource))
-            .collect()
+        namespaces.iter().map(|ns| Api::namespaced_with(client.clone(), ns, &resource)).collect()
     }
 }
 
-async fn round(
-    client: &Client,
-    options: &FluxOptions,
-    deleting_since: &Mutex<HashMap<String, Instant>>,
-) -> Result<()> {
+async fn round(client: &Client, options: &FluxOptions, deleting_since: &Mutex<HashMap<String, Instant>>) -> Result<()> {
     for api in apis(client, FluxKind::HelmRelease, &options.namespaces) {
         for release in api.list(&ListParams::default()).await? {
             let ns = release.namespace().unwrap_or_default();
             let scoped: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), &ns, &FluxKind::HelmRelease.api_resource());
-            let has_finalizer = release
-                .finalizers()
-                .iter()
-                .any(|f| f == HELM_RELEASE_FINALIZER);
+            let has_finalizer = release.finalizers().iter().any(|f| f == HELM_RELEASE_FINALIZER);
             if release.metadata.deletion_timestamp.is_some() {
                 if !has_finalizer {
                     continue;
                 }
                 let uid = release.uid().unwrap_or_default();
-                let since = *lock_unpoisoned(deleting_since)
-                    .entry(uid.clone())
-                    .or_insert_with(Instant::now);
+                let since = *lock_unpoisoned(deleting_since).entry(uid.clone()).or_insert_with(Instant::now);
                 if since.elapsed() >= options.deletion_delay {
-                    let remaining: Vec<&String> = release
-                        .finalizers()
-                        .iter()
-                        .filter(|f| *f != HELM_RELEASE_FINALIZER)
-                        .collect();
+                    let remaining: Vec<&String> =
+                        release.finalizers().iter().filter(|f| *f != HELM_RELEASE_FINALIZER).collect();
                     set_finalizers(&scoped, &release, &remaining).await?;
                     lock_unpoisoned(deleting_since).remove(&uid);
                 }
@@ -273,19 +236,8 @@ async fn round(
                 set_finalizers(&scoped, &release, &all).await?;
             }
             if options.auto_ready && !is_ready_for_generation(&release) {
-                let patch = ready_patch(
-                    FluxKind::HelmRelease,
-                    &release,
-                    true,
-                    "Helm install succeeded (simulated)",
-                );
-                scoped
-                    .patch_status(
-                        &release.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
+                let patch = ready_patch(FluxKind::HelmRelease, &release, true, "Helm install succeeded (simulated)");
+                scoped.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
             }
         }
     }
@@ -296,24 +248,10 @@ async fn round(
                     continue;
                 }
                 let ns = repo.namespace().unwrap_or_default();
-                let scoped: Api<DynamicObject> = Api::namespaced_with(
-                    client.clone(),
-                    &ns,
-                    &FluxKind::OciRepository.api_resource(),
-                );
-                let patch = ready_patch(
-                    FluxKind::OciRepository,
-                    &repo,
-                    true,
-                    "stored artifact (simulated)",
-                );
-                scoped
-                    .patch_status(
-                        &repo.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
+                let scoped: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), &ns, &FluxKind::OciRepository.api_resource());
+                let patch = ready_patch(FluxKind::OciRepository, &repo, true, "stored artifact (simulated)");
+                scoped.patch_status(&repo.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
             }
         }
     }
@@ -321,19 +259,10 @@ async fn round(
 }
 
 /// Replaces `metadata.finalizers`, guarded by `resourceVersion`.
-async fn set_finalizers(
-    api: &Api<DynamicObject>,
-    object: &DynamicObject,
-    finalizers: &[&String],
-) -> Result<()> {
+async fn set_finalizers(api: &Api<DynamicObject>, object: &DynamicObject, finalizers: &[&String]) -> Result<()> {
     let patch = json!({
         "metadata": { "resourceVersion": object.resource_version(), "finalizers": finalizers }
     });
-    api.patch(
-        &object.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(())
 }

@@ -172,10 +172,7 @@ pub struct TargetCluster {
 
 impl From<&Cluster> for TargetCluster {
     fn from(c: &Cluster) -> Self {
-        Self {
-            name: c.name().to_string(),
-            kubeconfig: c.kubeconfig_yaml().to_string(),
-        }
+        Self { name: c.name().to_string(), kubeconfig: c.kubeconfig_yaml().to_string() }
     }
 }
 
@@ -230,15 +227,8 @@ impl OpenMcpSimulator {
 
     /// Like [`Self::start`], from kubeconfig text (e.g. for a demo that did
     /// not start the clusters itself).
-    pub fn start_with(
-        platform_kubeconfig: &str,
-        onboarding: TargetCluster,
-        options: SimulatorOptions,
-    ) -> Self {
-        let state = State {
-            namespaces: options.provider_namespaces.iter().cloned().collect(),
-            ..State::default()
-        };
+    pub fn start_with(platform_kubeconfig: &str, onboarding: TargetCluster, options: SimulatorOptions) -> Self {
+        let state = State { namespaces: options.provider_namespaces.iter().cloned().collect(), ..State::default() };
         let shared = Arc::new(Shared {
             platform_kubeconfig: platform_kubeconfig.to_string(),
             onboarding,
@@ -251,9 +241,7 @@ impl OpenMcpSimulator {
             let shared = for_loop.clone();
             let client = client.clone();
             async move {
-                let client = client
-                    .get_or_try_init(|| client_from_kubeconfig(&shared.platform_kubeconfig))
-                    .await?;
+                let client = client.get_or_try_init(|| client_from_kubeconfig(&shared.platform_kubeconfig)).await?;
                 reconcile_round(client, &shared).await
             }
         });
@@ -265,9 +253,7 @@ impl OpenMcpSimulator {
     pub async fn watch_namespace(&self, namespace: &str) -> Result<()> {
         let client = client_from_kubeconfig(&self.shared.platform_kubeconfig).await?;
         ensure_namespace(&client, namespace, BTreeMap::new()).await?;
-        lock_unpoisoned(&self.shared.state)
-            .namespaces
-            .insert(namespace.to_string());
+        lock_unpoisoned(&self.shared.state).namespaces.insert(namespace.to_string());
         Ok(())
     }
 
@@ -275,14 +261,8 @@ impl OpenMcpSimulator {
     /// whose cluster is `cluster`: creates the tenant namespace and a
     /// Granted ClusterRequest `name` (purpose `mcp`) in it. Returns the
     /// tenant namespace.
-    pub async fn register_control_plane(
-        &self,
-        name: &str,
-        namespace: &str,
-        cluster: &Cluster,
-    ) -> Result<String> {
-        self.register_control_plane_with(name, namespace, cluster.into())
-            .await
+    pub async fn register_control_plane(&self, name: &str, namespace: &str, cluster: &Cluster) -> Result<String> {
+        self.register_control_plane_with(name, namespace, cluster.into()).await
     }
 
     /// [`Self::register_control_plane`] from kubeconfig text.
@@ -292,15 +272,12 @@ impl OpenMcpSimulator {
         namespace: &str,
         cluster: TargetCluster,
     ) -> Result<String> {
-        let tenant = service_provider_sdk::names::tenant_namespace(name, namespace)
-            .map_err(|e| Error::Other(e.to_string()))?;
+        let tenant =
+            service_provider_sdk::names::tenant_namespace(name, namespace).map_err(|e| Error::Other(e.to_string()))?;
         let client = client_from_kubeconfig(&self.shared.platform_kubeconfig).await?;
         let labels = BTreeMap::from([
             ("core.openmcp.cloud/mcp-name".to_string(), name.to_string()),
-            (
-                "core.openmcp.cloud/mcp-namespace".to_string(),
-                namespace.to_string(),
-            ),
+            ("core.openmcp.cloud/mcp-namespace".to_string(), namespace.to_string()),
             ("openmcp.cloud/managed-by".to_string(), MANAGER.to_string()),
         ]);
         ensure_namespace(&client, &tenant, labels).await?;
@@ -312,10 +289,7 @@ impl OpenMcpSimulator {
         let api: Api<ClusterRequest> = Api::namespaced(client.clone(), &tenant);
         let request = ClusterRequest::new(
             name,
-            api::ClusterRequestSpec {
-                purpose: "mcp".into(),
-                wait_for_cluster_deletion: Some(true),
-            },
+            api::ClusterRequestSpec { purpose: "mcp".into(), wait_for_cluster_deletion: Some(true) },
         );
         match api.create(&PostParams::default(), &request).await {
             Ok(_) => {}
@@ -330,8 +304,8 @@ impl OpenMcpSimulator {
     /// Plays ControlPlane deletion: deletes the ClusterRequest and forgets
     /// the mapping (the tenant namespace stays, as in openmcp).
     pub async fn unregister_control_plane(&self, name: &str, namespace: &str) -> Result<()> {
-        let tenant = service_provider_sdk::names::tenant_namespace(name, namespace)
-            .map_err(|e| Error::Other(e.to_string()))?;
+        let tenant =
+            service_provider_sdk::names::tenant_namespace(name, namespace).map_err(|e| Error::Other(e.to_string()))?;
         let client = client_from_kubeconfig(&self.shared.platform_kubeconfig).await?;
         let api: Api<ClusterRequest> = Api::namespaced(client, &tenant);
         match api.delete(name, &DeleteParams::default()).await {
@@ -339,9 +313,7 @@ impl OpenMcpSimulator {
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
-        lock_unpoisoned(&self.shared.state)
-            .control_planes
-            .remove(&tenant);
+        lock_unpoisoned(&self.shared.state).control_planes.remove(&tenant);
         Ok(())
     }
 
@@ -356,11 +328,7 @@ impl OpenMcpSimulator {
     }
 }
 
-async fn ensure_namespace(
-    client: &Client,
-    name: &str,
-    labels: BTreeMap<String, String>,
-) -> Result<()> {
+async fn ensure_namespace(client: &Client, name: &str, labels: BTreeMap<String, String>) -> Result<()> {
     let api: Api<Namespace> = Api::all(client.clone());
     let ns = Namespace {
         metadata: ObjectMeta {
@@ -378,11 +346,7 @@ async fn ensure_namespace(
 }
 
 async fn reconcile_round(client: &Client, shared: &Shared) -> Result<()> {
-    let namespaces: Vec<String> = lock_unpoisoned(&shared.state)
-        .namespaces
-        .iter()
-        .cloned()
-        .collect();
+    let namespaces: Vec<String> = lock_unpoisoned(&shared.state).namespaces.iter().cloned().collect();
     let mut first_error = None;
     for ns in namespaces {
         if let Err(e) = reconcile_namespace(client, shared, &ns).await {
@@ -413,10 +377,7 @@ async fn reconcile_namespace(client: &Client, shared: &Shared, ns: &str) -> Resu
 fn target_for_request(shared: &Shared, request: &ClusterRequest) -> Option<TargetCluster> {
     match request.spec.purpose.as_str() {
         "onboarding" => Some(shared.onboarding.clone()),
-        "mcp" => lock_unpoisoned(&shared.state)
-            .control_planes
-            .get(&request.namespace()?)
-            .cloned(),
+        "mcp" => lock_unpoisoned(&shared.state).control_planes.get(&request.namespace()?).cloned(),
         _ => None,
     }
 }
@@ -425,11 +386,7 @@ fn is_granted(phase: &str, observed: i64, generation: Option<i64>) -> bool {
     phase == "Granted" && Some(observed) == generation
 }
 
-async fn grant_cluster_request(
-    api: &Api<ClusterRequest>,
-    request: &ClusterRequest,
-    cluster: &str,
-) -> Result<()> {
+async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterRequest, cluster: &str) -> Result<()> {
     if let Some(s) = &request.status
         && is_granted(&s.phase, s.observed_generation, request.metadata.generation)
     {
@@ -442,31 +399,18 @@ async fn grant_cluster_request(
             "cluster": { "name": cluster, "namespace": CLUSTER_NAMESPACE },
         }
     });
-    api.patch_status(
-        &request.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&status),
-    )
-    .await?;
+    api.patch_status(&request.name_any(), &PatchParams::default(), &Patch::Merge(&status)).await?;
     Ok(())
 }
 
 /// Resolves the cluster an AccessRequest should get, or `None` to wait.
-async fn target_for_access(
-    client: &Client,
-    shared: &Shared,
-    ar: &AccessRequest,
-) -> Result<Option<TargetCluster>> {
+async fn target_for_access(client: &Client, shared: &Shared, ar: &AccessRequest) -> Result<Option<TargetCluster>> {
     if let Some(NamespacedRef { name, .. }) = &ar.spec.cluster_ref {
         if *name == shared.onboarding.name {
             return Ok(Some(shared.onboarding.clone()));
         }
         let state = lock_unpoisoned(&shared.state);
-        return Ok(state
-            .control_planes
-            .values()
-            .find(|c| c.name == *name)
-            .cloned());
+        return Ok(state.control_planes.values().find(|c| c.name == *name).cloned());
     }
     let Some(NamespacedRef { name, namespace }) = &ar.spec.request_ref else {
         return Ok(None);
@@ -479,11 +423,7 @@ async fn target_for_access(
         .status
         .as_ref()
         .is_some_and(|s| is_granted(&s.phase, s.observed_generation, request.metadata.generation));
-    Ok(if granted {
-        target_for_request(shared, &request)
-    } else {
-        None
-    })
+    Ok(if granted { target_for_request(shared, &request) } else { None })
 }
 
 async fn reconcile_access_request(
@@ -502,8 +442,7 @@ async fn reconcile_access_request(
             .iter()
             .filter(|f| {
                 *f != SIMULATOR_FINALIZER
-                    && !(shared.options.remove_clusteraccess_finalizer
-                        && *f == CLUSTER_ACCESS_FINALIZER)
+                    && !(shared.options.remove_clusteraccess_finalizer && *f == CLUSTER_ACCESS_FINALIZER)
             })
             .collect();
         if remaining.len() == finalizers.len() {
@@ -540,27 +479,15 @@ async fn reconcile_access_request(
             namespace: Some(ns.clone()),
             labels: Some(BTreeMap::from([
                 ("openmcp.cloud/managed-by".to_string(), MANAGER.to_string()),
-                (
-                    "envtest.openmcp.cloud/cluster".to_string(),
-                    target.name.clone(),
-                ),
+                ("envtest.openmcp.cloud/cluster".to_string(), target.name.clone()),
             ])),
             ..Default::default()
         },
-        data: Some(BTreeMap::from([(
-            KUBECONFIG_KEY.to_string(),
-            ByteString(target.kubeconfig.clone().into_bytes()),
-        )])),
+        data: Some(BTreeMap::from([(KUBECONFIG_KEY.to_string(), ByteString(target.kubeconfig.clone().into_bytes()))])),
         type_: Some("Opaque".into()),
         ..Default::default()
     };
-    secrets
-        .patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&secret),
-        )
-        .await?;
+    secrets.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&secret)).await?;
     let status = json!({
         "status": {
             "phase": "Granted",
@@ -568,30 +495,20 @@ async fn reconcile_access_request(
             "secretRef": { "name": name },
         }
     });
-    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-        .await?;
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
     Ok(())
 }
 
 /// Replaces `metadata.finalizers`, guarded by `resourceVersion` so a
 /// concurrent change (e.g. the provider removing its own finalizer) makes
 /// this round fail with a conflict and retry, instead of being overwritten.
-async fn set_finalizers(
-    api: &Api<AccessRequest>,
-    ar: &AccessRequest,
-    finalizers: &[&String],
-) -> Result<()> {
+async fn set_finalizers(api: &Api<AccessRequest>, ar: &AccessRequest, finalizers: &[&String]) -> Result<()> {
     let patch = json!({
         "metadata": {
             "resourceVersion": ar.resource_version(),
             "finalizers": finalizers,
         }
     });
-    api.patch(
-        &ar.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
+    api.patch(&ar.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(())
 }

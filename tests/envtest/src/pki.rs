@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
 };
 
 use crate::error::{Error, Result};
@@ -51,30 +51,19 @@ impl Pki {
     pub fn generate(cluster_name: &str) -> Result<Self> {
         let mut ca_params = CertificateParams::default();
         ca_params.distinguished_name = rcgen::DistinguishedName::new();
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, format!("envtest-ca-{cluster_name}"));
+        ca_params.distinguished_name.push(DnType::CommonName, format!("envtest-ca-{cluster_name}"));
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        ca_params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
 
         // Serving certificate. The IP SAN matters: clients connect to
         // https://127.0.0.1:<port> and rustls checks IP SANs.
         let serving_key = KeyPair::generate()?;
-        let mut serving =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
+        let mut serving = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
         serving.distinguished_name = rcgen::DistinguishedName::new();
-        serving
-            .distinguished_name
-            .push(DnType::CommonName, "localhost");
-        serving.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
+        serving.distinguished_name.push(DnType::CommonName, "localhost");
+        serving.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let serving_cert = serving.signed_by(&serving_key, &ca)?;
 
@@ -82,9 +71,7 @@ impl Pki {
         let mut admin = CertificateParams::default();
         admin.distinguished_name = rcgen::DistinguishedName::new();
         admin.distinguished_name.push(DnType::CommonName, "admin");
-        admin
-            .distinguished_name
-            .push(DnType::OrganizationName, "system:masters");
+        admin.distinguished_name.push(DnType::OrganizationName, "system:masters");
         admin.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let admin_cert = admin.signed_by(&admin_key, &ca)?;

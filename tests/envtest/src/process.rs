@@ -101,9 +101,7 @@ fn kill_all_registered() {
                 Err(std::sync::TryLockError::Poisoned(p)) => {
                     return std::mem::take(&mut *p.into_inner());
                 }
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
+                Err(std::sync::TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(10)),
             }
         }
         Vec::new() // give up; PR_SET_PDEATHSIG still kills the servers
@@ -171,10 +169,7 @@ fn remove_stale_dirs(base: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.split('-').next()?.parse::<u32>().ok())
-        else {
+        let Some(pid) = name.to_str().and_then(|n| n.split('-').next()?.parse::<u32>().ok()) else {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
@@ -199,31 +194,16 @@ impl ServerProcess {
     /// `PR_SET_PDEATHSIG=SIGKILL`, its own process group, stdin closed and
     /// stdout+stderr appended to `log`.
     pub fn spawn(what: &str, program: &Path, args: &[String], log: &Path) -> Result<Self> {
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(|e| Error::io(log, e))?;
+        let log_file =
+            std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(|e| Error::io(log, e))?;
         let log_err = log_file.try_clone().map_err(|e| Error::io(log, e))?;
         let mut command = Command::new(program);
-        command
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(log_err)
-            .process_group(0);
+        command.args(args).stdin(Stdio::null()).stdout(log_file).stderr(log_err).process_group(0);
         let parent = std::process::id() as libc::pid_t;
         // SAFETY: only async-signal-safe calls (prctl, getppid) in the child.
         unsafe {
             command.pre_exec(move || {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
                 // The parent may have died between fork and prctl.
@@ -234,10 +214,7 @@ impl ServerProcess {
             });
         }
         let (reply, response) = mpsc::sync_channel(1);
-        let spawn_error = |source| Error::Spawn {
-            what: format!("{what} ({})", program.display()),
-            source,
-        };
+        let spawn_error = |source| Error::Spawn { what: format!("{what} ({})", program.display()), source };
         spawner()
             .send(SpawnRequest { command, reply })
             .map_err(|_| spawn_error(io::Error::other("spawner thread is gone")))?;
@@ -247,13 +224,7 @@ impl ServerProcess {
             .map_err(spawn_error)?;
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         lock_unpoisoned(&LIVE_PIDS).push((id, child.id() as i32));
-        Ok(Self {
-            id,
-            what: what.to_string(),
-            child,
-            log: log.to_path_buf(),
-            exit: None,
-        })
+        Ok(Self { id, what: what.to_string(), child, log: log.to_path_buf(), exit: None })
     }
 
     pub fn pid(&self) -> u32 {
@@ -347,12 +318,8 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
 pub fn free_port() -> Result<u16> {
     static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     for _ in 0..100 {
-        let listener =
-            std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("127.0.0.1:0", e))?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| Error::io("127.0.0.1:0", e))?
-            .port();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("127.0.0.1:0", e))?;
+        let port = listener.local_addr().map_err(|e| Error::io("127.0.0.1:0", e))?.port();
         let mut guard = lock_unpoisoned(&HANDED_OUT);
         if guard.get_or_insert_with(HashSet::new).insert(port) {
             return Ok(port);

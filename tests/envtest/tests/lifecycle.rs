@@ -8,18 +8,13 @@ use envtest::{Cluster, ClusterOptions};
 
 fn alive(pid: u32) -> bool {
     // A reaped process has no /proc entry; a zombie would have state Z.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-    })
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
 }
 
 #[tokio::test]
 async fn a_dropped_cluster_leaves_no_process_and_no_directory() {
-    let cluster = Cluster::start(ClusterOptions::new("lifecycle"))
-        .await
-        .expect("start cluster");
+    let cluster = Cluster::start(ClusterOptions::new("lifecycle")).await.expect("start cluster");
     let rss = cluster.rss().expect("rss");
     eprintln!(
         "envtest: one cluster ready in {:?}; RSS apiserver {} MiB + etcd {} MiB = {} MiB",
