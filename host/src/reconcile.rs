@@ -137,6 +137,12 @@ pub fn error_policy(object: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>
     if let Some(after) = not_yet(error) {
         return Action::requeue(after);
     }
+    if stale_finalizer_view(error) {
+        // Another trigger ran on a cached copy from before our own finalizer
+        // patch; the guarded patch refused it. Not a failure: look again.
+        debug!(instance = %object.name_any(), "finalizer already being added; retrying");
+        return Action::requeue(Duration::from_millis(200));
+    }
     let key = (object.namespace().unwrap_or_default(), object.name_any());
     let mut failures = ctx.failures.lock().expect("not poisoned");
     let n = failures.entry(key.clone()).or_insert(0);
@@ -144,6 +150,16 @@ pub fn error_policy(object: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>
     let delay = Duration::from_secs(1u64 << (*n - 1).min(8)).min(Duration::from_secs(300));
     warn!(instance = %format!("{}/{}", key.0, key.1), error = %error, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
+}
+
+/// The finalizer helper's guarded JSON patch failed its `test` (422) or
+/// conflicted (409): the cached object predates a concurrent change.
+fn stale_finalizer_view(error: &Error) -> bool {
+    matches!(error, Error::Finalizer(inner) if matches!(
+        inner.as_ref(),
+        finalizer::Error::AddFinalizer(kube::Error::Api(s)) | finalizer::Error::RemoveFinalizer(kube::Error::Api(s))
+            if s.code == 422 || s.is_conflict()
+    ))
 }
 
 fn not_yet(error: &Error) -> Option<Duration> {

@@ -120,7 +120,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     );
 
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
-    tokio::spawn(watch_provider_config(ctx.clone(), trigger));
+    let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), trigger));
     controller
         .reconcile_all_on(all)
         .graceful_shutdown_on(shutdown)
@@ -133,6 +133,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             }
         })
         .await;
+    provider_config.abort();
 }
 
 /// Watches the ProviderConfig: any change re-reconciles every instance; a

@@ -1,0 +1,232 @@
+//! The whole service-provider lifecycle on local API servers, in one command
+//! (`task demo`): three real kube-apiserver/etcd clusters (platform,
+//! onboarding, ControlPlane), the openmcp and Flux simulators from
+//! `tests/envtest`, then the host's `init`, its controller with the Kro
+//! component, the seed's ProviderConfig and `Kro` from `examples/`, and the
+//! deletion. Prints what happens on each cluster.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use service_provider_host::metrics::Metrics;
+use service_provider_host::operator::{self, Settings};
+use service_provider_host::sandbox::{Limits, Sandbox};
+use service_provider_host::{apply, clusters, init, render, watch};
+use service_provider_sdk::contract::Cluster;
+
+const POD_NAMESPACE: &str = "openmcp-system";
+const PROVIDER: &str = "kro";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn step(text: &str) {
+    println!("\n==> {text}");
+}
+
+async fn wait_for<T, Fut: std::future::Future<Output = anyhow::Result<Option<T>>>>(
+    what: &str,
+    mut check: impl FnMut() -> Fut,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(v) = check().await? {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn apply_yaml(path: &str) -> anyhow::Result<DynamicObject> {
+    let doc = render::read_document(&root().join(path))?;
+    Ok(serde_json::from_value(doc)?)
+}
+
+async fn show(client: &Client, kind: &str, api_version: &str, plural: &str, namespace: &str) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &apply::api_resource(api_version, kind, plural));
+    for o in api.list(&ListParams::default()).await?.items {
+        let ready = o.data["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| c["status"].as_str().unwrap_or("?").to_string())
+            .unwrap_or_else(|| "-".into());
+        println!("    {kind:<14} {namespace}/{:<28} Ready={ready}", o.name_any());
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client=off".into()),
+        )
+        .init();
+
+    step("starting three API servers (platform, onboarding, ControlPlane)");
+    let env = TestEnv::start().await.context("starting the clusters (did you run `task envtest-bins`?)")?;
+    println!("    ready in {:?}", env.timings.clusters_ready);
+    let platform = env.platform.client().await?;
+    let onboarding = env.onboarding.client().await?;
+    let control_plane = env.control_plane.client().await?;
+
+    step("openmcp: provider namespace, ServiceProvider, ControlPlane mcp-01, Flux");
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some(POD_NAMESPACE.into()), ..Default::default() },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(platform.clone()).create(&PostParams::default(), &ns).await?;
+    let providers: Api<DynamicObject> = Api::all_with(platform.clone(), &init::service_provider_resource());
+    let sp: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+        "metadata": {"name": PROVIDER}, "spec": {"image": "service-provider-host:demo"}}))?;
+    providers.create(&PostParams::default(), &sp).await?;
+    providers
+        .patch_status(
+            PROVIDER,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"observedGeneration": 1, "phase": "Progressing"}})),
+        )
+        .await?;
+    let openmcp = OpenMcpSimulator::start(
+        &env.platform,
+        &env.onboarding,
+        SimulatorOptions {
+            provider_namespaces: vec![POD_NAMESPACE.into()],
+            remove_clusteraccess_finalizer: false,
+            ..Default::default()
+        },
+    );
+    let tenant = openmcp.register_control_plane("mcp-01", "default", &env.control_plane).await?;
+    println!("    tenant namespace of default/mcp-01: {tenant}");
+    let flux = FluxSimulator::start(&env.platform, FluxOptions { auto_ready: true, ..Default::default() });
+
+    step("loading the Kro plugin component");
+    let wasm = std::env::var_os("KRO_PLUGIN_WASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/wasm32-wasip2/plugin/guest_kro.wasm"));
+    let plugin = Sandbox::new()?.load_file(&wasm, None, Limits::default())?;
+    println!(
+        "    {} ({} bytes), compiled in {:?}",
+        wasm.display(),
+        std::fs::metadata(&wasm)?.len(),
+        plugin.compile_time()
+    );
+
+    let metrics = Metrics::new();
+    let settings = Settings {
+        provider_name: PROVIDER.into(),
+        pod_namespace: POD_NAMESPACE.into(),
+        pod_name: Some("sp-kro-demo".into()),
+        environment: "demo".into(),
+        onboarding_kubeconfig: None,
+        onboarding_timeout: Duration::from_secs(60),
+        watch_namespace: None,
+    };
+    let counted_platform =
+        clusters::client_from_kubeconfig(env.platform.kubeconfig_yaml(), Cluster::Platform, &metrics).await?;
+
+    step("service-provider-host init: CRDs by label, service kind registered (onboarding access via openmcp)");
+    operator::init(&plugin, &settings, counted_platform.clone(), &metrics).await?;
+    let sp = providers.get(PROVIDER).await?;
+    println!("    ServiceProvider {PROVIDER} status.resources = {}", sp.data["status"]["resources"]);
+
+    step("service-provider-host run (controller), ProviderConfig and pull secret from examples/");
+    let counted_onboarding =
+        operator::onboarding_client(&counted_platform, &settings, plugin.descriptor(), false, &metrics).await?;
+    let ctx = std::sync::Arc::new(operator::context(
+        plugin,
+        &settings,
+        counted_platform,
+        counted_onboarding,
+        metrics.clone(),
+    ));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(watch::run(ctx, async move {
+        let _ = stopped.await;
+    }));
+    let secret = Secret {
+        metadata: ObjectMeta { name: Some("my-registry-secret".into()), ..Default::default() },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some([(".dockerconfigjson".to_string(), ByteString(br#"{"auths":{}}"#.to_vec()))].into()),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(platform.clone(), POD_NAMESPACE).create(&PostParams::default(), &secret).await?;
+    let pc = apply_yaml("examples/providerconfig.yaml")?;
+    let pcs: Api<DynamicObject> = Api::all_with(
+        platform.clone(),
+        &apply::api_resource(
+            &format!("{}/v1alpha1", "kro.services.open-control-plane.io"),
+            "ProviderConfig",
+            "providerconfigs",
+        ),
+    );
+    pcs.create(&PostParams::default(), &pc).await?;
+
+    step("a tenant orders kro: examples/kro.yaml (Kro mcp-01, v0.9.3)");
+    let mut kro = apply_yaml("examples/kro.yaml")?;
+    kro.metadata.generation = None;
+    let kroes: Api<DynamicObject> = Api::namespaced_with(
+        onboarding.clone(),
+        "default",
+        &apply::api_resource("kro.services.open-control-plane.io/v1alpha1", "Kro", "kroes"),
+    );
+    kroes.create(&PostParams::default(), &kro).await?;
+    let started = Instant::now();
+    let ready = wait_for("Kro mcp-01 Ready", || async {
+        Ok(kroes.get_opt("mcp-01").await?.filter(|k| k.data["status"]["phase"] == "Ready"))
+    })
+    .await?;
+    println!("    Kro mcp-01 is Ready after {:?}; its status:", started.elapsed());
+    let status: Value = ready.data["status"].clone();
+    println!("{}", indent(&serde_saphyr::to_string(&status)?));
+    println!("    platform cluster, {tenant}:");
+    show(&platform, "OCIRepository", "source.toolkit.fluxcd.io/v1", "ocirepositories", &tenant).await?;
+    show(&platform, "HelmRelease", "helm.toolkit.fluxcd.io/v2", "helmreleases", &tenant).await?;
+    for s in Api::<Secret>::namespaced(platform.clone(), &tenant).list(&ListParams::default()).await?.items {
+        println!("    Secret         {tenant}/{}", s.name_any());
+    }
+    println!("    ControlPlane cluster, kro-system:");
+    for s in Api::<Secret>::namespaced(control_plane.clone(), "kro-system").list(&ListParams::default()).await?.items {
+        println!("    Secret         kro-system/{}", s.name_any());
+    }
+    println!(
+        "    API writes so far: platform {}, onboarding {}, ControlPlane {}",
+        metrics.writes("platform"),
+        metrics.writes("onboarding"),
+        metrics.writes("control-plane")
+    );
+
+    step("the tenant deletes Kro mcp-01");
+    kroes.delete("mcp-01", &Default::default()).await?;
+    let started = Instant::now();
+    wait_for("Kro mcp-01 gone", || async { Ok(kroes.get_opt("mcp-01").await?.is_none().then_some(())) }).await?;
+    println!("    gone after {:?}; left in {tenant}:", started.elapsed());
+    show(&platform, "OCIRepository", "source.toolkit.fluxcd.io/v1", "ocirepositories", &tenant).await?;
+    show(&platform, "HelmRelease", "helm.toolkit.fluxcd.io/v2", "helmreleases", &tenant).await?;
+    let left = Api::<Secret>::namespaced(platform.clone(), &tenant).list(&ListParams::default()).await?.items.len();
+    println!("    Secrets left in the tenant namespace: {left}");
+
+    let _ = stop.send(());
+    let _ = controller.await;
+    openmcp.stop().await;
+    flux.stop().await;
+    step("done");
+    Ok(())
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("      {l}")).collect::<Vec<_>>().join("\n")
+}
