@@ -234,7 +234,7 @@ pub async fn run(
         .build()
         .await
         .map_err(|e| Error::Cluster(format!("setting up leader election: {e}")))?;
-    let (mut leader, _task) = lease.watch().await;
+    let (mut leader, lease_task) = lease.watch().await;
     info!("waiting to become the leader");
     while !*leader.borrow_and_update() {
         leader.changed().await.map_err(|_| Error::Cluster("leader election stopped".into()))?;
@@ -249,7 +249,12 @@ pub async fn run(
         }
     };
     watch::run(ctx, stop).await;
-    if !*leader.borrow() {
+    let lost = !*leader.borrow();
+    // With every receiver gone the lease task releases the lease, so a
+    // standby replica takes over at once instead of after it expires.
+    drop(leader);
+    let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
+    if lost {
         return Err(Error::Cluster("lost the leader lease".into()));
     }
     Ok(())
