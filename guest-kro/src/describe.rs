@@ -19,7 +19,7 @@ const KRO_CRD: &str = include_str!("../../crds/kro.services.open-control-plane.i
 const PROVIDER_CONFIG_CRD: &str = include_str!("../../crds/kro.services.open-control-plane.io_providerconfigs.yaml");
 
 fn kind(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> ApiKind {
-    ApiKind { group: group.into(), version: version.into(), kind: kind.into(), plural: plural.into(), namespaced }
+    ApiKind::new(group, version, kind, plural, namespaced)
 }
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {

@@ -21,8 +21,9 @@ pub mod describe;
 pub mod desired;
 pub mod status;
 
+// The component: the WIT export shim around `KroProvider`.
 #[cfg(target_arch = "wasm32")]
-mod component;
+service_provider_sdk::export_provider!(crate::KroProvider, "../wit");
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -322,14 +322,8 @@ mod tests {
         cleanup_only.stage = Stage::Cleanup;
         let kind = platform.api.clone();
         let descriptor = Descriptor {
-            name: "p".into(),
-            service: kind.clone(),
-            provider_config: kind,
-            finalizer: "f".into(),
-            crds: vec![],
-            access: Default::default(),
-            capabilities: vec![],
             observations: vec![platform, control_plane, cleanup_only],
+            ..Descriptor::new("p", kind.clone(), kind, "f")
         };
         let mut c = ctx();
         let thing = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": "a"}});

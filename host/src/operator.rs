@@ -277,22 +277,7 @@ mod tests {
     }
 
     fn guest_descriptor() -> Descriptor {
-        let kind = service_provider_sdk::contract::ApiKind {
-            group: "example.com".into(),
-            version: "v1".into(),
-            kind: "Thing".into(),
-            plural: "things".into(),
-            namespaced: true,
-        };
-        Descriptor {
-            name: "t".into(),
-            service: kind.clone(),
-            provider_config: kind,
-            finalizer: "f".into(),
-            crds: vec![],
-            access: Default::default(),
-            capabilities: vec![],
-            observations: vec![],
-        }
+        let kind = service_provider_sdk::contract::ApiKind::new("example.com", "v1", "Thing", "things", true);
+        Descriptor::new("t", kind.clone(), kind, "f")
     }
 }

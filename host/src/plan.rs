@@ -210,54 +210,35 @@ mod tests {
     use super::*;
 
     fn descriptor() -> Descriptor {
-        let kind =
-            ApiKind { group: "g".into(), version: "v1".into(), kind: "S".into(), plural: "s".into(), namespaced: true };
+        let kind = ApiKind::new("g", "v1", "S", "s", true);
+        let capability = |cluster, api, scope, names: &[&str]| Capability {
+            cluster,
+            api,
+            scope,
+            names: names.iter().map(|n| n.to_string()).collect(),
+        };
         Descriptor {
-            name: "demo".into(),
-            service: kind.clone(),
-            provider_config: kind,
-            finalizer: "f".into(),
-            crds: vec![],
-            access: Default::default(),
             capabilities: vec![
-                Capability {
-                    cluster: Cluster::Platform,
-                    api: ApiKind {
-                        group: "apps".into(),
-                        version: "v1".into(),
-                        kind: "Deployment".into(),
-                        plural: "deployments".into(),
-                        namespaced: true,
-                    },
-                    scope: NamespaceScope::Tenant,
-                    names: vec!["web".into()],
-                },
-                Capability {
-                    cluster: Cluster::Platform,
-                    api: ApiKind {
-                        group: "".into(),
-                        version: "v1".into(),
-                        kind: "Secret".into(),
-                        plural: "secrets".into(),
-                        namespaced: true,
-                    },
-                    scope: NamespaceScope::Tenant,
-                    names: vec![],
-                },
-                Capability {
-                    cluster: Cluster::ControlPlane,
-                    api: ApiKind {
-                        group: "".into(),
-                        version: "v1".into(),
-                        kind: "Namespace".into(),
-                        plural: "namespaces".into(),
-                        namespaced: false,
-                    },
-                    scope: NamespaceScope::ClusterScoped,
-                    names: vec![],
-                },
+                capability(
+                    Cluster::Platform,
+                    ApiKind::new("apps", "v1", "Deployment", "deployments", true),
+                    NamespaceScope::Tenant,
+                    &["web"],
+                ),
+                capability(
+                    Cluster::Platform,
+                    ApiKind::new("", "v1", "Secret", "secrets", true),
+                    NamespaceScope::Tenant,
+                    &[],
+                ),
+                capability(
+                    Cluster::ControlPlane,
+                    ApiKind::new("", "v1", "Namespace", "namespaces", false),
+                    NamespaceScope::ClusterScoped,
+                    &[],
+                ),
             ],
-            observations: vec![],
+            ..Descriptor::new("demo", kind.clone(), kind, "f")
         }
     }
 

@@ -3,7 +3,7 @@
 //! through the openmcp simulator.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use envtest::crds::{self, Purpose};
@@ -26,6 +26,20 @@ fn plugin() -> PathBuf {
     });
     assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
     path
+}
+
+/// Runs `service-provider-host init` (off the async threads) as openmcp's
+/// init Job would: platform cluster from KUBECONFIG, `POD_NAMESPACE` set.
+async fn run_init(platform: &Cluster, pod_ns: &str, provider: &str) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_service-provider-host"));
+    cmd.args(["init", "--environment", "test", "--provider-name", provider, "-v", "DEBUG"])
+        .args(["--onboarding-timeout-seconds", "60"])
+        .arg("--plugin")
+        .arg(plugin())
+        .env("KUBECONFIG", platform.kubeconfig_path())
+        .env("POD_NAMESPACE", pod_ns)
+        .env_remove("ONBOARDING_KUBECONFIG");
+    tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.expect("joined")
 }
 
 #[tokio::test]
@@ -70,21 +84,7 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
         &onboarding,
         SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], ..Default::default() },
     );
-    let out = tokio::task::spawn_blocking({
-        let (platform, pod_ns, provider) = (platform.kubeconfig_path(), pod_ns.clone(), provider.clone());
-        move || {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_service-provider-host"));
-            cmd.args(["init", "--environment", "test", "--provider-name", &provider, "-v", "DEBUG"])
-                .arg("--plugin")
-                .arg(plugin())
-                .env("KUBECONFIG", platform)
-                .env("POD_NAMESPACE", pod_ns)
-                .env_remove("ONBOARDING_KUBECONFIG");
-            cmd.output().expect("runs")
-        }
-    })
-    .await
-    .unwrap();
+    let out = run_init(&platform, &pod_ns, &provider).await;
     assert!(out.status.success(), "init failed: {}", String::from_utf8_lossy(&out.stderr));
 
     let crd = |client: &kube::Client, name: &str| {
@@ -123,39 +123,11 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     assert_eq!(ar["spec"]["token"]["permissions"][0]["rules"][0]["resources"], json!(["customresourcedefinitions"]));
 
     // A second run (a new provider version) updates in place and succeeds.
-    let again = tokio::task::spawn_blocking({
-        let (platform, pod_ns, provider) = (platform.kubeconfig_path(), pod_ns.clone(), provider.clone());
-        move || {
-            Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
-                .args(["init", "--provider-name", &provider])
-                .arg("--plugin")
-                .arg(plugin())
-                .env("KUBECONFIG", platform)
-                .env("POD_NAMESPACE", pod_ns)
-                .output()
-                .expect("runs")
-        }
-    })
-    .await
-    .unwrap();
+    let again = run_init(&platform, &pod_ns, &provider).await;
     assert!(again.status.success(), "second init failed: {}", String::from_utf8_lossy(&again.stderr));
 
     // Failures are failures: an unknown ServiceProvider exits non-zero.
-    let missing = tokio::task::spawn_blocking({
-        let (platform, pod_ns) = (platform.kubeconfig_path(), pod_ns.clone());
-        move || {
-            Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
-                .args(["init", "--provider-name", "no-such-provider", "--onboarding-timeout-seconds", "60"])
-                .arg("--plugin")
-                .arg(plugin())
-                .env("KUBECONFIG", platform)
-                .env("POD_NAMESPACE", pod_ns)
-                .output()
-                .expect("runs")
-        }
-    })
-    .await
-    .unwrap();
+    let missing = run_init(&platform, &pod_ns, "no-such-provider").await;
     assert!(!missing.status.success(), "init must fail without its ServiceProvider");
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(stderr.contains("ServiceProvider no-such-provider"), "{stderr}");

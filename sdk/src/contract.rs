@@ -46,6 +46,10 @@ pub struct ApiKind {
 }
 
 impl ApiKind {
+    pub fn new(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
+        ApiKind { group: group.into(), version: version.into(), kind: kind.into(), plural: plural.into(), namespaced }
+    }
+
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
@@ -140,6 +144,23 @@ pub struct Descriptor {
     pub access: Access,
     pub capabilities: Vec<Capability>,
     pub observations: Vec<Observation>,
+}
+
+impl Descriptor {
+    /// A descriptor with no CRDs, access rules, capabilities or observations
+    /// yet; fill those in with struct update syntax or field by field.
+    pub fn new(name: &str, service: ApiKind, provider_config: ApiKind, finalizer: &str) -> Self {
+        Descriptor {
+            name: name.into(),
+            service,
+            provider_config,
+            finalizer: finalizer.into(),
+            crds: Vec::new(),
+            access: Access::default(),
+            capabilities: Vec::new(),
+            observations: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

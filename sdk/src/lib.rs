@@ -6,6 +6,10 @@
 //! - [`names`]: the openmcp naming algorithms (tenant namespaces, shortened
 //!   names). Host and plugins must agree on them bit for bit, so there is
 //!   exactly one implementation.
+//! - [`convert`]: conversions between the contract types and generated WIT
+//!   bindings, and [`export_provider!`] that turns a [`contract::Provider`]
+//!   into a component in one line.
 
 pub mod contract;
+pub mod convert;
 pub mod names;

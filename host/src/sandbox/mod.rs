@@ -15,6 +15,8 @@
 mod cache;
 mod convert;
 
+use convert::Convert;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,7 +28,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::Error;
 
-mod bindings {
+pub(crate) mod bindings {
     wasmtime::component::bindgen!({ world: "plugin", path: "../wit" });
 }
 
@@ -108,7 +110,7 @@ impl Sandbox {
             descriptor: None,
             compile_time,
         };
-        plugin.descriptor = Some(plugin.call(|p, s| p.call_describe(s)).map(convert::descriptor)?);
+        plugin.descriptor = Some(plugin.call(|p, s| p.call_describe(s))?.convert());
         Ok(plugin)
     }
 
@@ -167,13 +169,13 @@ impl Plugin {
     }
 
     pub fn plan(&self, input: &sdk::Input) -> Result<Result<sdk::Plan, sdk::PlanError>, Error> {
-        let input = convert::input(input);
-        self.call(|p, s| p.call_plan(s, &input)).map(|r| r.map(convert::plan).map_err(convert::plan_error))
+        let input = input.clone().convert();
+        Ok(self.call(|p, s| p.call_plan(s, &input))?.convert())
     }
 
     pub fn cleanup(&self, input: &sdk::Input) -> Result<Result<sdk::CleanupPlan, sdk::PlanError>, Error> {
-        let input = convert::input(input);
-        self.call(|p, s| p.call_cleanup(s, &input)).map(|r| r.map(convert::cleanup_plan).map_err(convert::plan_error))
+        let input = input.clone().convert();
+        Ok(self.call(|p, s| p.call_cleanup(s, &input))?.convert())
     }
 
     /// One call in a fresh store with a deadline and a memory limit.

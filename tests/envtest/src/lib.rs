@@ -32,3 +32,20 @@ pub use env::{TestEnv, runtime, shared};
 pub use error::{Error, Result};
 pub use flux_sim::{FluxKind, FluxOptions, FluxSimulator};
 pub use openmcp_sim::{OpenMcpSimulator, SimulatorOptions, TargetCluster};
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after
+/// `timeout` naming `what`: the one way tests wait for a cluster to converge.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: std::time::Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

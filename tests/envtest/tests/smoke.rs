@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use envtest::crds::{self, Purpose};
+use envtest::eventually;
 use envtest::openmcp_sim::api::{AccessRequest, AccessRequestSpec, ClusterRequest, ClusterRequestSpec, NamespacedRef};
 use envtest::openmcp_sim::{CLUSTER_ACCESS_FINALIZER, KUBECONFIG_KEY};
 use envtest::{Cluster, FluxKind, FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions};
@@ -35,22 +36,6 @@ async fn marker(client: &Client) -> String {
         .await
         .expect("marker ConfigMap");
     cm.data.unwrap_or_default().remove("cluster").unwrap_or_default()
-}
-
-/// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn kro_version(version: &str) -> KroVersion {
