@@ -398,6 +398,12 @@ async fn apply_with_config(
         Err(PlanError::Transient(message)) => return Err(Error::Plugin(message)),
     };
 
+    // Record the sources first: if a copy fails because its source is
+    // missing, creating that Secret must re-trigger this instance.
+    ctx.secret_users.lock().expect("not poisoned").insert(
+        (instance.namespace.clone(), instance.name.clone()),
+        plan.secret_copies.iter().map(|c| c.source_name.clone()).collect(),
+    );
     let owner = owner(ctx, instance);
     let (namespaces, others): (Vec<_>, Vec<_>) =
         plan.manifests.iter().partition(|m| m.kind == "Namespace" && m.api_version == "v1");
@@ -426,10 +432,6 @@ async fn apply_with_config(
         let client = reach.client(cluster).expect("platform and control plane are reachable here");
         writes += apply::remove_copies(client, &owner, &keep).await?;
     }
-    ctx.secret_users.lock().expect("not poisoned").insert(
-        (instance.namespace.clone(), instance.name.clone()),
-        plan.secret_copies.iter().map(|c| c.source_name.clone()).collect(),
-    );
     if writes > 0 {
         info!(namespace = %instance.namespace, name = %instance.name, writes, "applied");
     }

@@ -240,6 +240,24 @@ async fn a_pull_secret_of_the_wrong_type_is_refused_clearly() {
 }
 
 #[tokio::test]
+async fn a_missing_source_secret_is_reported_and_its_creation_resumes_at_once() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "late"}])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    let kro = f.wait_kro("mcp-01", "missing secret", |k| ready(k)["reason"] == "ReconcileError").await;
+    let message = ready(&kro)["message"].as_str().unwrap().to_string();
+    assert!(message.contains(&format!("Secret {}/late does not exist", f.pod_ns)), "{message}");
+    // The Secret watch maps the new Secret to this instance: no 1m poll wait.
+    f.source_secret("late", DOCKER, "{}").await;
+    eventually("Ready after the Secret appears", Duration::from_secs(30), || async {
+        f.kro("mcp-01").await.filter(|k| k["status"]["phase"] == "Ready")
+    })
+    .await;
+    f.stop_operator().await;
+}
+
+#[tokio::test]
 async fn image_pull_secrets_are_copied_into_kro_system_on_the_control_plane() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
     f.source_secret("pull", DOCKER, "{\"auths\":{\"img\":{}}}").await;
