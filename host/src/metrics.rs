@@ -24,7 +24,7 @@ pub struct RequestLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
-    /// applied, invalid-input, blocked, deleting, deleted, ignored, waiting, error
+    /// applied, invalid-input, waiting, ignored, finalizer, deleting, deleted, error
     pub outcome: String,
 }
 

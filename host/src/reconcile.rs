@@ -183,12 +183,7 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
         return Ok(("ignored", Action::await_change()));
     }
     let provider_config = read_provider_config(ctx).await?;
-    if provider_config
-        .as_ref()
-        .and_then(|pc| pc.pointer(&format!("/metadata/annotations/{}", OPERATION.replace('/', "~1"))))
-        .and_then(Value::as_str)
-        == Some(OPERATION_IGNORE)
-    {
+    if provider_config.as_ref().and_then(|pc| pc["metadata"]["annotations"][OPERATION].as_str()) == Some(OPERATION_IGNORE) {
         debug!(%namespace, %name, "ignored (operation annotation on the ProviderConfig)");
         return Ok(("ignored", Action::await_change()));
     }
@@ -200,7 +195,8 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
     };
 
     let finalizer_name = ctx.descriptor().finalizer.clone();
-    let mut outcome = "applied";
+    // Stays as is when the helper only added the finalizer.
+    let mut outcome = "finalizer";
     let outcome_ref = &mut outcome;
     let action = finalizer(&api, &finalizer_name, object, |event| async move {
         match event {
