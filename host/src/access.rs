@@ -8,6 +8,9 @@
 //! - ControlPlane access (per instance): AccessRequest
 //!   `<controller>--<name>--mcp` in the tenant namespace, referring to the
 //!   ControlPlane's ClusterRequest `<name>`, with the plugin's token rules.
+//! - Workload access (per instance, when the plugin asks): ClusterRequest and
+//!   AccessRequest `<controller>--<name>--wl` (purpose `workload`) in the
+//!   tenant namespace.
 //!
 //! The controller name is the service's API group, as in the Go providers.
 
@@ -54,28 +57,70 @@ fn rules_json(rules: &[PolicyRule]) -> Value {
     )
 }
 
-/// The ControlPlane AccessRequest of one instance.
-pub struct ControlPlaneRequest<'a> {
+/// Which cluster an instance's access is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The tenant's ControlPlane; its ClusterRequest is openmcp's.
+    ControlPlane,
+    /// A workload cluster; the host requests it with its own ClusterRequest.
+    Workload,
+}
+
+impl Target {
+    /// Name suffix and purpose label part (openmcp: `mcp`, `wl`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Target::ControlPlane => "mcp",
+            Target::Workload => "wl",
+        }
+    }
+}
+
+/// The AccessRequest (and, for a workload cluster, the ClusterRequest) of
+/// one instance.
+pub struct InstanceAccess<'a> {
     /// Controller name (the service API group).
     pub controller: &'a str,
     pub instance_name: &'a str,
     pub instance_namespace: &'a str,
     pub tenant_namespace: &'a str,
     pub rules: &'a [PolicyRule],
+    pub target: Target,
 }
 
-impl ControlPlaneRequest<'_> {
+impl InstanceAccess<'_> {
+    /// The AccessRequest's name (and the workload ClusterRequest's).
     pub fn name(&self) -> String {
-        names::access_request_name(self.controller, self.instance_name, "mcp")
+        names::access_request_name(self.controller, self.instance_name, self.target.suffix())
     }
 
-    /// The labels that mark the AccessRequest as ours (openmcp's scheme).
+    /// The labels that mark the requests as ours (openmcp's scheme).
     pub fn labels(&self) -> Value {
+        let purpose = format!("{}.{}.{}", self.instance_namespace, self.instance_name, self.target.suffix());
         json!({
             LABEL_MANAGED_BY: names::label_value(self.controller),
-            LABEL_MANAGED_PURPOSE: names::label_value(&format!("{}.{}.mcp", self.instance_namespace, self.instance_name)),
+            LABEL_MANAGED_PURPOSE: names::label_value(&purpose),
             LABEL_ONBOARDING_NAME: names::label_value(self.instance_name),
             LABEL_ONBOARDING_NAMESPACE: names::label_value(self.instance_namespace),
+        })
+    }
+
+    /// The ClusterRequest the AccessRequest refers to: the ControlPlane's
+    /// (named like the instance), or the host's own workload request.
+    fn request_ref(&self) -> Value {
+        match self.target {
+            Target::ControlPlane => json!({"name": self.instance_name, "namespace": self.tenant_namespace}),
+            Target::Workload => json!({"name": self.name(), "namespace": self.tenant_namespace}),
+        }
+    }
+
+    /// The workload ClusterRequest.
+    pub fn cluster_request_manifest(&self) -> Value {
+        json!({
+            "apiVersion": format!("{GROUP}/v1alpha1"),
+            "kind": "ClusterRequest",
+            "metadata": {"name": self.name(), "namespace": self.tenant_namespace, "labels": self.labels()},
+            "spec": {"purpose": "workload"},
         })
     }
 
@@ -94,7 +139,7 @@ impl ControlPlaneRequest<'_> {
                 "finalizers": [FINALIZER],
             },
             "spec": {
-                "requestRef": {"name": self.instance_name, "namespace": self.tenant_namespace},
+                "requestRef": self.request_ref(),
                 "token": self.token(),
             }
         })
@@ -163,9 +208,9 @@ pub async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error
 
 /// Creates the AccessRequest, or brings its token rules up to date. Writes
 /// nothing when it already matches. Returns the live object.
-pub async fn ensure_control_plane_request(
+pub async fn ensure_access_request(
     platform: &Client,
-    request: &ControlPlaneRequest<'_>,
+    request: &InstanceAccess<'_>,
     field_manager: &str,
 ) -> Result<Value, Error> {
     let api: Api<DynamicObject> =
@@ -212,7 +257,7 @@ pub async fn ensure_control_plane_request(
 /// Deletes the instance's AccessRequest and, once only the cluster-access
 /// finalizer is left on it, removes that finalizer (as the openmcp library
 /// does). Returns true when it is gone.
-pub async fn delete_control_plane_request(platform: &Client, request: &ControlPlaneRequest<'_>) -> Result<bool, Error> {
+pub async fn delete_access_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(platform.clone(), request.tenant_namespace, &access_request_resource());
     let name = request.name();
@@ -250,11 +295,56 @@ pub async fn delete_control_plane_request(platform: &Client, request: &ControlPl
     Ok(false)
 }
 
-/// Reads the instance's AccessRequest, if any.
-pub async fn get_control_plane_request(
+/// Creates the workload ClusterRequest if it does not exist (its spec is
+/// immutable). Returns the live object.
+pub async fn ensure_cluster_request(
     platform: &Client,
-    request: &ControlPlaneRequest<'_>,
-) -> Result<Option<Value>, Error> {
+    request: &InstanceAccess<'_>,
+    field_manager: &str,
+) -> Result<Value, Error> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(platform.clone(), request.tenant_namespace, &cluster_request_resource());
+    let name = request.name();
+    let context = || format!("ClusterRequest {}/{name}", request.tenant_namespace);
+    if let Some(live) = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading {}", context()), e))? {
+        let live = serde_json::to_value(live)?;
+        if !has_labels(&live, &request.labels()) {
+            return Err(Error::Cluster(format!("{} already exists but is not managed by this provider", context())));
+        }
+        return Ok(live);
+    }
+    let object: DynamicObject = serde_json::from_value(request.cluster_request_manifest())?;
+    let created = api
+        .create(&PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() }, &object)
+        .await
+        .map_err(|e| Error::kube(format!("creating {}", context()), e))?;
+    Ok(serde_json::to_value(created)?)
+}
+
+/// Deletes the workload ClusterRequest; returns true once it is gone.
+pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(platform.clone(), request.tenant_namespace, &cluster_request_resource());
+    let name = request.name();
+    let Some(live) = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading ClusterRequest {name}"), e))?
+    else {
+        return Ok(true);
+    };
+    if !has_labels(&serde_json::to_value(&live)?, &request.labels()) {
+        return Ok(true);
+    }
+    if live.metadata.deletion_timestamp.is_none() {
+        match api.delete(&name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(true),
+            Err(e) => return Err(Error::kube(format!("deleting ClusterRequest {name}"), e)),
+        }
+    }
+    Ok(false)
+}
+
+/// Reads the instance's AccessRequest, if any.
+pub async fn get_access_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<Option<Value>, Error> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(platform.clone(), request.tenant_namespace, &access_request_resource());
     let name = request.name();
@@ -344,8 +434,9 @@ async fn wait_for_grant(
 mod tests {
     use super::*;
 
-    fn request(rules: &[PolicyRule]) -> ControlPlaneRequest<'_> {
-        ControlPlaneRequest {
+    fn request(rules: &[PolicyRule]) -> InstanceAccess<'_> {
+        InstanceAccess {
+            target: Target::ControlPlane,
             controller: "kro.services.open-control-plane.io",
             instance_name: "test-mcp",
             instance_namespace: "default",
@@ -373,6 +464,18 @@ mod tests {
         assert_eq!(m["spec"]["requestRef"]["name"], "test-mcp");
         assert_eq!(m["spec"]["token"]["permissions"][0]["rules"][0]["resources"][0], "resourcegraphdefinitions");
         assert!(m["spec"]["token"].get("roleRefs").is_none(), "no cluster-admin role");
+    }
+
+    #[test]
+    fn workload_requests_have_their_own_cluster_request() {
+        let workload = InstanceAccess { target: Target::Workload, ..request(&[]) };
+        assert_eq!(workload.name(), "kro.services.open-control-plane.io--test-mcp--wl");
+        let ar = workload.manifest();
+        assert_eq!(ar["spec"]["requestRef"]["name"], "kro.services.open-control-plane.io--test-mcp--wl");
+        assert_eq!(ar["metadata"]["labels"]["openmcp.cloud/managed-purpose"], "default.test-mcp.wl");
+        let cr = workload.cluster_request_manifest();
+        assert_eq!(cr["spec"]["purpose"], "workload");
+        assert_eq!(cr["metadata"]["name"], ar["metadata"]["name"]);
     }
 
     #[test]

@@ -12,10 +12,10 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
-use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, PlanError, ServiceStatus};
+use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, KubeconfigRef, PlanError, ServiceStatus};
 use tracing::{debug, info, warn};
 
-use crate::access::{self, ControlPlaneRequest, Grant};
+use crate::access::{self, Grant, InstanceAccess, Target};
 use crate::apply::{self, Change, Owner};
 use crate::clusters::ClientCache;
 use crate::gather::{self, Instance, Reach};
@@ -183,7 +183,9 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
         return Ok(("ignored", Action::await_change()));
     }
     let provider_config = read_provider_config(ctx).await?;
-    if provider_config.as_ref().and_then(|pc| pc["metadata"]["annotations"][OPERATION].as_str()) == Some(OPERATION_IGNORE) {
+    if provider_config.as_ref().and_then(|pc| pc["metadata"]["annotations"][OPERATION].as_str())
+        == Some(OPERATION_IGNORE)
+    {
         debug!(%namespace, %name, "ignored (operation annotation on the ProviderConfig)");
         return Ok(("ignored", Action::await_change()));
     }
@@ -291,13 +293,86 @@ fn owner(ctx: &Context, instance: &Instance) -> Owner {
     Owner { provider: ctx.provider_name.clone(), name: instance.name.clone(), namespace: instance.namespace.clone() }
 }
 
-fn control_plane_request<'a>(ctx: &'a Context, instance: &'a Instance, tenant: &'a str) -> ControlPlaneRequest<'a> {
-    ControlPlaneRequest {
+fn instance_access<'a>(
+    ctx: &'a Context,
+    instance: &'a Instance,
+    tenant: &'a str,
+    target: Target,
+) -> InstanceAccess<'a> {
+    let access = &ctx.descriptor().access;
+    InstanceAccess {
         controller: &ctx.descriptor().service.group,
         instance_name: &instance.name,
         instance_namespace: &instance.namespace,
         tenant_namespace: tenant,
-        rules: &ctx.descriptor().access.control_plane_rules,
+        rules: match target {
+            Target::ControlPlane => &access.control_plane_rules,
+            Target::Workload => &access.workload_rules,
+        },
+        target,
+    }
+}
+
+/// What obtaining one cluster's access came to.
+enum Obtained {
+    Granted(KubeconfigRef),
+    /// Not yet: the status says what we wait for.
+    Waiting(String),
+}
+
+/// Requests access (creating the workload ClusterRequest first when needed)
+/// and reads the grant.
+async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Result<Obtained, Error> {
+    if request.target == Target::Workload {
+        let cluster_request = access::ensure_cluster_request(&ctx.platform, request, &ctx.field_manager).await?;
+        if access::grant(&cluster_request) == Grant::Denied {
+            return Err(Error::Invalid(format!(
+                "the workload cluster was denied: ClusterRequest {}/{}",
+                request.tenant_namespace,
+                request.name()
+            )));
+        }
+    }
+    let live = access::ensure_access_request(&ctx.platform, request, &ctx.field_manager).await?;
+    let what = match request.target {
+        Target::ControlPlane => "ControlPlane",
+        Target::Workload => "workload cluster",
+    };
+    match access::grant(&live) {
+        Grant::Granted(at) => Ok(Obtained::Granted(at)),
+        Grant::Denied => Err(Error::Invalid(format!(
+            "{what} access was denied: AccessRequest {}/{}",
+            request.tenant_namespace,
+            request.name()
+        ))),
+        Grant::Pending => Ok(Obtained::Waiting(format!(
+            "Waiting for {what} access (AccessRequest {}/{})",
+            request.tenant_namespace,
+            request.name()
+        ))),
+    }
+}
+
+/// During deletion: access only while the AccessRequest is alive and
+/// granted, and a client for it if the cluster answers.
+async fn remaining_access(
+    ctx: &Context,
+    request: &InstanceAccess<'_>,
+    cluster: Cluster,
+) -> Result<Option<(KubeconfigRef, Client)>, Error> {
+    let live = access::get_access_request(&ctx.platform, request).await?;
+    let granted =
+        live.filter(|ar| ar.pointer("/metadata/deletionTimestamp").is_none()).and_then(|ar| match access::grant(&ar) {
+            Grant::Granted(at) => Some(at),
+            _ => None,
+        });
+    let Some(at) = granted else { return Ok(None) };
+    match ctx.clients.get(&ctx.platform, &at, cluster, &ctx.metrics).await {
+        Ok(client) => Ok(Some((at, client))),
+        Err(e) => {
+            warn!(request = %request.name(), error = %e, "cluster unreachable during cleanup");
+            Ok(None)
+        }
     }
 }
 
@@ -361,26 +436,30 @@ async fn apply_with_config(
 ) -> Result<(&'static str, Action), Error> {
     let tenant = instance.tenant_namespace();
     access::ensure_namespace(&ctx.platform, &tenant).await?;
-    let request = control_plane_request(ctx, instance, &tenant);
-    let live = access::ensure_control_plane_request(&ctx.platform, &request, &ctx.field_manager).await?;
-    let control_plane = match access::grant(&live) {
-        Grant::Granted(at) => at,
-        Grant::Denied => {
-            return Err(Error::Invalid(format!(
-                "ControlPlane access was denied: AccessRequest {tenant}/{}",
-                request.name()
-            )));
+    let mut targets = vec![Target::ControlPlane];
+    if ctx.descriptor().access.workload_cluster {
+        targets.push(Target::Workload);
+    }
+    let mut granted = Vec::new();
+    for target in targets {
+        match obtain(ctx, &instance_access(ctx, instance, &tenant, target)).await? {
+            Obtained::Granted(at) => granted.push(at),
+            Obtained::Waiting(message) => {
+                write_status(ctx, object, &status::reconciling(message), false).await?;
+                return Ok(("waiting", Action::requeue(WAIT)));
+            }
         }
-        Grant::Pending => {
-            let message = format!("Waiting for ControlPlane access (AccessRequest {tenant}/{})", request.name());
-            write_status(ctx, object, &status::reconciling(message), false).await?;
-            return Ok(("waiting", Action::requeue(WAIT)));
-        }
-    };
+    }
+    let control_plane = granted.remove(0);
+    let workload = granted.pop();
     let cp = ctx.clients.get(&ctx.platform, &control_plane, Cluster::ControlPlane, &ctx.metrics).await?;
-    let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), None);
+    let wl = match &workload {
+        Some(at) => Some(ctx.clients.get(&ctx.platform, at, Cluster::Workload, &ctx.metrics).await?),
+        None => None,
+    };
+    let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), workload);
     let reach =
-        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: None };
+        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
     let observed = gather::observe(&reach, ctx.descriptor(), &context, false).await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
@@ -418,14 +497,14 @@ async fn apply_with_config(
         let client = reach.client(m.cluster).expect("checked by plan::check_plan");
         writes += (apply::apply(client, m, &owner, &ctx.field_manager).await? == Change::Written) as usize;
     }
-    for cluster in [Cluster::Platform, Cluster::ControlPlane] {
+    for cluster in [Cluster::Platform, Cluster::ControlPlane, Cluster::Workload] {
+        let Some(client) = reach.client(cluster) else { continue };
         let keep: Vec<(String, String)> = plan
             .secret_copies
             .iter()
             .filter(|c| c.target_cluster == cluster)
             .map(|c| (c.target_namespace.clone(), c.target_name.clone()))
             .collect();
-        let client = reach.client(cluster).expect("platform and control plane are reachable here");
         writes += apply::remove_copies(client, &owner, &keep).await?;
     }
     if writes > 0 {
@@ -467,31 +546,28 @@ async fn cleanup_steps(
     ctx: &Context,
 ) -> Result<(), Error> {
     let tenant = instance.tenant_namespace();
-    let request = control_plane_request(ctx, instance, &tenant);
-    // ControlPlane access only while the AccessRequest is alive and granted:
-    // if it is gone, the platform side is still cleaned up.
-    let live = access::get_control_plane_request(&ctx.platform, &request).await?;
-    let granted =
-        live.as_ref().filter(|ar| ar.pointer("/metadata/deletionTimestamp").is_none()).and_then(
-            |ar| match access::grant(ar) {
-                Grant::Granted(at) => Some(at),
-                _ => None,
-            },
-        );
-    let cp = match &granted {
-        Some(at) => match ctx.clients.get(&ctx.platform, at, Cluster::ControlPlane, &ctx.metrics).await {
-            Ok(client) => Some(client),
-            Err(e) => {
-                warn!(namespace = %instance.namespace, name = %instance.name, error = %e, "ControlPlane unreachable during cleanup");
-                None
-            }
-        },
-        None => None,
+    let control_plane_request = instance_access(ctx, instance, &tenant, Target::ControlPlane);
+    let workload_request = instance_access(ctx, instance, &tenant, Target::Workload);
+    // Access only while an AccessRequest is alive and granted: if it is
+    // gone, the platform side is still cleaned up.
+    let cp = remaining_access(ctx, &control_plane_request, Cluster::ControlPlane).await?;
+    let wl = match ctx.descriptor().access.workload_cluster {
+        true => remaining_access(ctx, &workload_request, Cluster::Workload).await?,
+        false => None,
     };
-    let control_plane = cp.as_ref().and(granted.clone());
-    let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, control_plane, None);
-    let reach =
-        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: cp.as_ref(), workload: None };
+    let context = gather::context(
+        instance,
+        &ctx.provider_name,
+        &ctx.pod_namespace,
+        cp.as_ref().map(|(at, _)| at.clone()),
+        wl.as_ref().map(|(at, _)| at.clone()),
+    );
+    let reach = Reach {
+        platform: &ctx.platform,
+        onboarding: &ctx.onboarding,
+        control_plane: cp.as_ref().map(|(_, c)| c),
+        workload: wl.as_ref().map(|(_, c)| c),
+    };
     let observed = gather::observe(&reach, ctx.descriptor(), &context, true).await?;
     let input = gather::input(raw, provider_config, context, observed);
     let planned = call_plugin(ctx, "cleanup", move |p| plan::cleanup(p, &input)).await?;
@@ -524,18 +600,26 @@ async fn cleanup_steps(
             apply::delete(client, target, &owner).await?;
         }
     }
-    for cluster in [Cluster::Platform, Cluster::ControlPlane] {
+    for cluster in [Cluster::Platform, Cluster::ControlPlane, Cluster::Workload] {
         if let Some(client) = reach.client(cluster) {
             apply::remove_copies(client, &owner, &[]).await?;
         }
     }
-    if !access::delete_control_plane_request(&ctx.platform, &request).await? {
-        return Err(not_yet_error(
-            format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name()),
-            WAIT,
-        ));
+    let mut requests = vec![&control_plane_request];
+    if ctx.descriptor().access.workload_cluster {
+        requests.push(&workload_request);
     }
-    if let Some(at) = &granted {
+    for request in requests {
+        if !access::delete_access_request(&ctx.platform, request).await? {
+            let reason = format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name());
+            return Err(not_yet_error(reason, WAIT));
+        }
+        if request.target == Target::Workload && !access::delete_cluster_request(&ctx.platform, request).await? {
+            let reason = format!("waiting for ClusterRequest {tenant}/{} to be deleted", request.name());
+            return Err(not_yet_error(reason, WAIT));
+        }
+    }
+    for (at, _) in cp.iter().chain(wl.iter()) {
         ctx.clients.forget(at);
     }
     ctx.secret_users.lock().expect("not poisoned").remove(&(instance.namespace.clone(), instance.name.clone()));

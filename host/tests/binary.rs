@@ -93,7 +93,7 @@ impl Drop for Replica {
 
 #[tokio::test]
 async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
-    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true }).await;
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
     let replica = Replica::start(&f, false, "replica-0");
     assert!(replica.wait_ready(WAIT).await, "readyz never turned 200");
@@ -116,7 +116,7 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
 
 #[tokio::test]
 async fn with_leader_election_only_one_replica_runs() {
-    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true }).await;
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
     let first = Replica::start(&f, true, "replica-a");
     assert!(first.wait_ready(WAIT).await, "the first replica becomes leader");

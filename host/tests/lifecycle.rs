@@ -17,7 +17,7 @@ use support::*;
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
 
 fn one(instance: &str, flux_ready: bool) -> Options {
-    Options { instances: vec![instance.to_string()], flux_ready }
+    Options { instances: vec![instance.to_string()], flux_ready, workload: false }
 }
 
 async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
@@ -448,7 +448,8 @@ async fn deletion_does_not_need_the_version_to_be_offered() {
 async fn names_of_23_and_63_characters_work() {
     let short = "a".repeat(23);
     let long = "b".repeat(63);
-    let mut f = Fixture::new(Options { instances: vec![short.clone(), long.clone()], flux_ready: true }).await;
+    let mut f =
+        Fixture::new(Options { instances: vec![short.clone(), long.clone()], flux_ready: true, workload: false }).await;
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
     f.start_operator().await;
     for name in [&short, &long] {
@@ -467,7 +468,9 @@ async fn names_of_23_and_63_characters_work() {
 
 #[tokio::test]
 async fn two_tenants_are_isolated() {
-    let mut f = Fixture::new(Options { instances: vec!["alpha".into(), "beta".into()], flux_ready: true }).await;
+    let mut f =
+        Fixture::new(Options { instances: vec!["alpha".into(), "beta".into()], flux_ready: true, workload: false })
+            .await;
     f.provider_config(json!([version("v0.9.1", "0.9.1"), version("v0.9.3", "0.9.3")])).await;
     f.start_operator().await;
     f.create_kro("alpha", "v0.9.1").await;
@@ -564,4 +567,35 @@ async fn a_no_op_reconcile_makes_no_write_requests() {
     assert!(first.iter().map(|(_, w)| w).sum::<u64>() >= 6, "the first reconcile writes: {first:?}");
     assert_eq!(noop.iter().map(|(_, w)| w).sum::<u64>(), 0, "no-op reconcile wrote: {noop:?}");
     assert_eq!(action, Action::requeue(Duration::from_secs(60)), "requeue after pollInterval");
+}
+
+#[tokio::test]
+async fn a_plugin_that_asks_for_a_workload_cluster_gets_one() {
+    let mut f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true }).await;
+    f.provider_config(json!([version("v1", "1")])).await;
+    f.start_operator_with(workload_echo_plugin()).await;
+    f.create_kro("mcp-01", "v7").await;
+    f.wait_ready("mcp-01").await;
+
+    let name = "kro.services.open-control-plane.io--mcp-01--wl";
+    let tenant = f.tenant("mcp-01");
+    let requests: Api<DynamicObject> =
+        Api::namespaced_with(f.platform.clone(), &tenant, &service_provider_host::access::cluster_request_resource());
+    let request = get(&requests, name).await.expect("workload ClusterRequest");
+    assert_eq!(request["spec"]["purpose"], "workload");
+    let ar = get(&f.access_requests("mcp-01"), name).await.expect("workload AccessRequest");
+    assert_eq!(ar["spec"]["requestRef"]["name"], name);
+    assert_eq!(ar["spec"]["token"]["permissions"][0]["rules"][0]["resources"], json!(["configmaps"]));
+
+    let on_workload: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(f.workload.as_ref().unwrap().client().await.unwrap(), "default");
+    let echo = on_workload.get("echo").await.expect("ConfigMap on the workload cluster");
+    assert_eq!(echo.data.unwrap()["version"], "v7");
+
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    assert!(on_workload.get_opt("echo").await.unwrap().is_none(), "removed from the workload cluster");
+    assert!(get(&f.access_requests("mcp-01"), name).await.is_none(), "workload AccessRequest removed");
+    assert!(get(&requests, name).await.is_none(), "workload ClusterRequest removed");
+    f.stop_operator().await;
 }

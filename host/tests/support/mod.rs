@@ -39,19 +39,26 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed))
 }
 
+fn load(env: &str, file: &str) -> Plugin {
+    let path = std::env::var_os(env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin").join(file));
+    assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    let sandbox = SANDBOX.get_or_init(|| Sandbox::new().expect("engine"));
+    sandbox.load_file(&path, None, Limits::default()).expect("the plugin loads")
+}
+
 /// The Kro component, compiled once per test binary.
 pub fn plugin() -> Plugin {
     static PLUGIN: OnceLock<Plugin> = OnceLock::new();
-    PLUGIN
-        .get_or_init(|| {
-            let path = std::env::var_os("KRO_PLUGIN_WASM").map(PathBuf::from).unwrap_or_else(|| {
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin/guest_kro.wasm")
-            });
-            assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
-            let sandbox = Sandbox::new().expect("engine");
-            sandbox.load_file(&path, None, Limits::default()).expect("the Kro plugin loads")
-        })
-        .clone()
+    PLUGIN.get_or_init(|| load("KRO_PLUGIN_WASM", "guest_kro.wasm")).clone()
+}
+
+/// A test plugin that asks for a workload cluster (`tests/plugins/workload-echo`).
+pub fn workload_echo_plugin() -> Plugin {
+    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
+    PLUGIN.get_or_init(|| load("WORKLOAD_ECHO_PLUGIN_WASM", "workload_echo_plugin.wasm")).clone()
 }
 
 pub fn kro_resource() -> ApiResource {
@@ -92,6 +99,8 @@ pub fn version(version: &str, chart: &str) -> Value {
 pub struct Fixture {
     pub env: &'static TestEnv,
     pub cp: Cluster,
+    /// This test's workload cluster, if it asked for one.
+    pub workload: Option<Cluster>,
     /// Onboarding namespace of this test's service objects.
     pub ns: String,
     /// The provider's pod namespace (source Secrets, onboarding requests).
@@ -113,6 +122,8 @@ pub struct Options {
     pub instances: Vec<String>,
     /// Flux marks objects Ready by itself.
     pub flux_ready: bool,
+    /// Start a workload cluster that openmcp grants to `workload` requests.
+    pub workload: bool,
 }
 
 impl Fixture {
@@ -126,6 +137,10 @@ impl Fixture {
         let control_plane = cp.client().await.expect("client");
         crds::install(&control_plane, &rgd_crds.unwrap().expect("RGD CRD"), WAIT).await.expect("RGD CRD installed");
 
+        let workload = match options.workload {
+            true => Some(Cluster::start(ClusterOptions::new("wl")).await.expect("workload cluster")),
+            false => None,
+        };
         let ns = unique("tenant");
         let pod_ns = unique("provider");
         let provider = unique("kro");
@@ -144,6 +159,7 @@ impl Fixture {
             SimulatorOptions {
                 provider_namespaces: vec![pod_ns.clone()],
                 remove_clusteraccess_finalizer: false,
+                workload: workload.as_ref().map(Into::into),
                 ..Default::default()
             },
         );
@@ -158,6 +174,7 @@ impl Fixture {
         Fixture {
             env,
             cp,
+            workload,
             ns,
             pod_ns,
             provider,
@@ -187,6 +204,11 @@ impl Fixture {
     /// Its clients count their requests in [`Self::metrics`]; the test's own
     /// clients (`platform`, `onboarding`) do not.
     pub async fn context(&self) -> Arc<Context> {
+        self.context_with(plugin()).await
+    }
+
+    /// Like [`Self::context`], with another plugin.
+    pub async fn context_with(&self, plugin: Plugin) -> Arc<Context> {
         let counted = |cluster: &Cluster, which| {
             let metrics = self.metrics.clone();
             let yaml = cluster.kubeconfig_yaml().to_string();
@@ -194,12 +216,16 @@ impl Fixture {
         };
         let platform = counted(&self.env.platform, contract::Cluster::Platform).await;
         let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
-        Arc::new(operator::context(plugin(), &self.settings(), platform, onboarding, self.metrics.clone()))
+        Arc::new(operator::context(plugin, &self.settings(), platform, onboarding, self.metrics.clone()))
     }
 
     /// Runs the controller until [`Self::stop_operator`] (or the test ends).
     pub async fn start_operator(&mut self) {
-        let ctx = self.context().await;
+        self.start_operator_with(plugin()).await;
+    }
+
+    pub async fn start_operator_with(&mut self, plugin: Plugin) {
+        let ctx = self.context_with(plugin).await;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(service_provider_host::watch::run(ctx, async move {
             let _ = stopped.await;

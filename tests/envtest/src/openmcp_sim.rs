@@ -186,6 +186,9 @@ pub struct SimulatorOptions {
     pub provider_namespaces: Vec<String>,
     /// Also remove `clusters.openmcp.cloud/clusteraccess` on AR deletion.
     pub remove_clusteraccess_finalizer: bool,
+    /// The cluster granted to ClusterRequests with purpose `workload`
+    /// (pending when unset).
+    pub workload: Option<TargetCluster>,
 }
 
 impl Default for SimulatorOptions {
@@ -194,6 +197,7 @@ impl Default for SimulatorOptions {
             poll_interval: Duration::from_millis(200),
             provider_namespaces: Vec::new(),
             remove_clusteraccess_finalizer: true,
+            workload: None,
         }
     }
 }
@@ -378,6 +382,7 @@ fn target_for_request(shared: &Shared, request: &ClusterRequest) -> Option<Targe
     match request.spec.purpose.as_str() {
         "onboarding" => Some(shared.onboarding.clone()),
         "mcp" => lock_unpoisoned(&shared.state).control_planes.get(&request.namespace()?).cloned(),
+        "workload" => shared.options.workload.clone(),
         _ => None,
     }
 }
@@ -408,6 +413,9 @@ async fn target_for_access(client: &Client, shared: &Shared, ar: &AccessRequest)
     if let Some(NamespacedRef { name, .. }) = &ar.spec.cluster_ref {
         if *name == shared.onboarding.name {
             return Ok(Some(shared.onboarding.clone()));
+        }
+        if let Some(workload) = shared.options.workload.as_ref().filter(|w| w.name == *name) {
+            return Ok(Some(workload.clone()));
         }
         let state = lock_unpoisoned(&shared.state);
         return Ok(state.control_planes.values().find(|c| c.name == *name).cloned());

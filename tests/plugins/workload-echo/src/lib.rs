@@ -1,0 +1,96 @@
+//! A minimal plugin for the host's workload-cluster tests. It serves the Kro
+//! API (so the project's CRDs can be reused) but asks for a workload cluster
+//! and echoes `spec.version` into the ConfigMap `default/echo` there.
+
+use serde_json::{Value, json};
+use service_provider_sdk::contract::{
+    Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Descriptor, DesiredObject, Input,
+    InvalidInput, NamespaceScope, ObjectRef, Plan, PlanError, PolicyRule, Provider, ServiceStatus, Teardown,
+};
+
+pub struct Echo;
+
+fn configmaps(verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: vec![String::new()],
+        resources: vec!["configmaps".into()],
+        resource_names: vec![],
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+    }
+}
+
+impl Provider for Echo {
+    fn describe() -> Descriptor {
+        let group = "kro.services.open-control-plane.io";
+        Descriptor {
+            access: Access {
+                control_plane_rules: vec![configmaps(&["get"])],
+                workload_cluster: true,
+                workload_rules: vec![configmaps(&["get", "create", "update", "patch", "delete"])],
+            },
+            capabilities: vec![Capability {
+                cluster: Cluster::Workload,
+                api: ApiKind::new("", "v1", "ConfigMap", "configmaps", true),
+                scope: NamespaceScope::Named("default".into()),
+                names: vec!["echo".into()],
+            }],
+            ..Descriptor::new(
+                "echo",
+                ApiKind::new(group, "v1alpha1", "Kro", "kroes", true),
+                ApiKind::new(group, "v1alpha1", "ProviderConfig", "providerconfigs", false),
+                "echo.test/finalizer",
+            )
+        }
+    }
+
+    fn plan(input: &Input) -> Result<Plan, PlanError> {
+        let object: Value = serde_json::from_str(&input.object).map_err(|e| PlanError::Transient(e.to_string()))?;
+        let Some(version) = object.pointer("/spec/version").and_then(Value::as_str) else {
+            return Err(PlanError::InvalidInput(InvalidInput {
+                message: "spec.version is missing".into(),
+                requeue_after_seconds: 60,
+            }));
+        };
+        if input.context.workload.is_none() {
+            return Err(PlanError::Transient("no workload cluster access".into()));
+        }
+        let config_map = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "echo", "namespace": "default"},
+            "data": {"version": version},
+        });
+        Ok(Plan {
+            objects: vec![DesiredObject { cluster: Cluster::Workload, manifest: config_map.to_string() }],
+            secret_copies: vec![],
+            status: ServiceStatus {
+                phase: "Ready".into(),
+                conditions: vec![Condition {
+                    type_: "Ready".into(),
+                    status: ConditionStatus::True,
+                    reason: "ReconcileSuccess".into(),
+                    message: "echoed".into(),
+                }],
+                resources: None,
+            },
+            requeue_after_seconds: 60,
+        })
+    }
+
+    fn cleanup(_input: &Input) -> Result<CleanupPlan, PlanError> {
+        Ok(CleanupPlan::Teardown(Teardown {
+            objects: vec![ObjectRef {
+                cluster: Cluster::Workload,
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                plural: "configmaps".into(),
+                namespace: Some("default".into()),
+                name: "echo".into(),
+            }],
+            secret_copies: vec![],
+            resources: None,
+        }))
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+service_provider_sdk::export_provider!(crate::Echo, "../../../wit");
