@@ -599,3 +599,38 @@ async fn a_plugin_that_asks_for_a_workload_cluster_gets_one() {
     assert!(get(&requests, name).await.is_none(), "workload ClusterRequest removed");
     f.stop_operator().await;
 }
+
+/// ControlPlane clients are cached per kubeconfig Secret and rebuilt when the
+/// Secret changes (openmcp rotates tokens): a broken kubeconfig shows up at
+/// once, and the restored one is used again.
+#[tokio::test]
+async fn a_rotated_control_plane_kubeconfig_is_picked_up() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+
+    let ar = get(&f.access_requests("mcp-01"), "kro.services.open-control-plane.io--mcp-01--mcp").await.unwrap();
+    let secret_name = ar["status"]["secretRef"]["name"].as_str().unwrap().to_string();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.platform.clone(), &f.tenant("mcp-01"));
+    let original = secrets.get(&secret_name).await.unwrap();
+    let set = |text: Vec<u8>| {
+        let data = k8s_openapi::ByteString(text);
+        json!({"data": {"kubeconfig": data}})
+    };
+    secrets
+        .patch(&secret_name, &PatchParams::default(), &Patch::Merge(&set(b"not: [a kubeconfig".to_vec())))
+        .await
+        .unwrap();
+    let trigger = json!({"metadata": {"annotations": {"openmcp.cloud/operation": "reconcile"}}});
+    f.patch_kro("mcp-01", trigger.clone()).await;
+    let kro = f.wait_kro("mcp-01", "broken kubeconfig noticed", |k| ready(k)["reason"] == "ReconcileError").await;
+    assert!(ready(&kro)["message"].as_str().unwrap().contains("kubeconfig"), "{kro:#}");
+
+    let restored = original.data.unwrap()["kubeconfig"].0.clone();
+    secrets.patch(&secret_name, &PatchParams::default(), &Patch::Merge(&set(restored))).await.unwrap();
+    f.patch_kro("mcp-01", trigger).await;
+    f.wait_kro("mcp-01", "Ready again", |k| k["status"]["phase"] == "Ready").await;
+    f.stop_operator().await;
+}
