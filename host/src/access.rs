@@ -206,6 +206,68 @@ pub async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error
     }
 }
 
+/// One of an instance's requests (AccessRequest or workload ClusterRequest)
+/// on the platform cluster.
+struct Handle {
+    api: Api<DynamicObject>,
+    name: String,
+    /// `Kind namespace/name`, for messages.
+    what: String,
+}
+
+/// What a lookup found.
+enum Found {
+    Missing,
+    /// Exists, but without this instance's labels: not ours to touch.
+    Foreign,
+    Ours(Value),
+}
+
+impl Handle {
+    fn new(platform: &Client, request: &InstanceAccess<'_>, resource: &ApiResource) -> Self {
+        let name = request.name();
+        Handle {
+            api: Api::namespaced_with(platform.clone(), request.tenant_namespace, resource),
+            what: format!("{} {}/{name}", resource.kind, request.tenant_namespace),
+            name,
+        }
+    }
+
+    async fn find(&self, labels: &Value) -> Result<Found, Error> {
+        let live = self.api.get_opt(&self.name).await.map_err(|e| Error::kube(format!("reading {}", self.what), e))?;
+        let Some(live) = live else { return Ok(Found::Missing) };
+        let live = serde_json::to_value(live)?;
+        Ok(if has_labels(&live, labels) { Found::Ours(live) } else { Found::Foreign })
+    }
+
+    fn not_ours(&self) -> Error {
+        Error::Cluster(format!("{} already exists but is not managed by this provider", self.what))
+    }
+
+    async fn create(&self, manifest: Value, field_manager: &str) -> Result<Value, Error> {
+        let object: DynamicObject = serde_json::from_value(manifest)?;
+        let created = self
+            .api
+            .create(&PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() }, &object)
+            .await
+            .map_err(|e| Error::kube(format!("creating {}", self.what), e))?;
+        Ok(serde_json::to_value(created)?)
+    }
+
+    /// Asks for deletion; true if it was already gone.
+    async fn delete(&self) -> Result<bool, Error> {
+        match self.api.delete(&self.name, &Default::default()).await {
+            Ok(_) => Ok(false),
+            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(true),
+            Err(e) => Err(Error::kube(format!("deleting {}", self.what), e)),
+        }
+    }
+}
+
+fn deleting(live: &Value) -> bool {
+    live.pointer("/metadata/deletionTimestamp").is_some()
+}
+
 /// Creates the AccessRequest, or brings its token rules up to date. Writes
 /// nothing when it already matches. Returns the live object.
 pub async fn ensure_access_request(
@@ -213,24 +275,13 @@ pub async fn ensure_access_request(
     request: &InstanceAccess<'_>,
     field_manager: &str,
 ) -> Result<Value, Error> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(platform.clone(), request.tenant_namespace, &access_request_resource());
-    let name = request.name();
-    let context = || format!("AccessRequest {}/{name}", request.tenant_namespace);
-    let live = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading {}", context()), e))?;
-    let Some(live) = live else {
-        let object: DynamicObject = serde_json::from_value(request.manifest())?;
-        let created = api
-            .create(&PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() }, &object)
-            .await
-            .map_err(|e| Error::kube(format!("creating {}", context()), e))?;
-        return Ok(serde_json::to_value(created)?);
+    let handle = Handle::new(platform, request, &access_request_resource());
+    let live = match handle.find(&request.labels()).await? {
+        Found::Missing => return handle.create(request.manifest(), field_manager).await,
+        Found::Foreign => return Err(handle.not_ours()),
+        Found::Ours(live) => live,
     };
-    let live = serde_json::to_value(live)?;
-    if !has_labels(&live, &request.labels()) {
-        return Err(Error::Cluster(format!("{} already exists but is not managed by this provider", context())));
-    }
-    if live.pointer("/metadata/deletionTimestamp").is_some() {
+    if deleting(&live) {
         return Ok(live);
     }
     let token = request.token();
@@ -247,36 +298,26 @@ pub async fn ensure_access_request(
         finalizers.push(json!(FINALIZER));
     }
     let patch = json!({"metadata": {"finalizers": finalizers}, "spec": {"token": token}});
-    let patched = api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    let patched = handle
+        .api
+        .patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| Error::kube(format!("updating {}", context()), e))?;
+        .map_err(|e| Error::kube(format!("updating {}", handle.what), e))?;
     Ok(serde_json::to_value(patched)?)
 }
 
 /// Deletes the instance's AccessRequest and, once only the cluster-access
 /// finalizer is left on it, removes that finalizer (as the openmcp library
-/// does). Returns true when it is gone.
+/// does). Returns true when it is gone. One that is not ours is left alone,
+/// but does not block the deletion.
 pub async fn delete_access_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(platform.clone(), request.tenant_namespace, &access_request_resource());
-    let name = request.name();
-    let context = || format!("AccessRequest {}/{name}", request.tenant_namespace);
-    let Some(live) = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading {}", context()), e))? else {
-        return Ok(true);
+    let handle = Handle::new(platform, request, &access_request_resource());
+    let live = match handle.find(&request.labels()).await? {
+        Found::Missing | Found::Foreign => return Ok(true),
+        Found::Ours(live) => live,
     };
-    let live = serde_json::to_value(live)?;
-    if !has_labels(&live, &request.labels()) {
-        // Not ours: leave it alone, but do not block the deletion on it.
-        return Ok(true);
-    }
-    if live.pointer("/metadata/deletionTimestamp").is_none() {
-        match api.delete(&name, &Default::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(true),
-            Err(e) => return Err(Error::kube(format!("deleting {}", context()), e)),
-        }
-        return Ok(false);
+    if !deleting(&live) {
+        return handle.delete().await;
     }
     let finalizers: Vec<&str> = live
         .pointer("/metadata/finalizers")
@@ -286,10 +327,10 @@ pub async fn delete_access_request(platform: &Client, request: &InstanceAccess<'
     if finalizers == [FINALIZER] {
         let patch =
             json!({"metadata": {"finalizers": [], "resourceVersion": live.pointer("/metadata/resourceVersion")}});
-        match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match handle.api.patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => {}
-            Err(e) => return Err(Error::kube(format!("removing the finalizer of {}", context()), e)),
+            Err(e) => return Err(Error::kube(format!("removing the finalizer of {}", handle.what), e)),
         }
     }
     Ok(false)
@@ -302,58 +343,30 @@ pub async fn ensure_cluster_request(
     request: &InstanceAccess<'_>,
     field_manager: &str,
 ) -> Result<Value, Error> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(platform.clone(), request.tenant_namespace, &cluster_request_resource());
-    let name = request.name();
-    let context = || format!("ClusterRequest {}/{name}", request.tenant_namespace);
-    if let Some(live) = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading {}", context()), e))? {
-        let live = serde_json::to_value(live)?;
-        if !has_labels(&live, &request.labels()) {
-            return Err(Error::Cluster(format!("{} already exists but is not managed by this provider", context())));
-        }
-        return Ok(live);
+    let handle = Handle::new(platform, request, &cluster_request_resource());
+    match handle.find(&request.labels()).await? {
+        Found::Missing => handle.create(request.cluster_request_manifest(), field_manager).await,
+        Found::Foreign => Err(handle.not_ours()),
+        Found::Ours(live) => Ok(live),
     }
-    let object: DynamicObject = serde_json::from_value(request.cluster_request_manifest())?;
-    let created = api
-        .create(&PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() }, &object)
-        .await
-        .map_err(|e| Error::kube(format!("creating {}", context()), e))?;
-    Ok(serde_json::to_value(created)?)
 }
 
 /// Deletes the workload ClusterRequest; returns true once it is gone.
 pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(platform.clone(), request.tenant_namespace, &cluster_request_resource());
-    let name = request.name();
-    let Some(live) = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading ClusterRequest {name}"), e))?
-    else {
-        return Ok(true);
-    };
-    if !has_labels(&serde_json::to_value(&live)?, &request.labels()) {
-        return Ok(true);
+    let handle = Handle::new(platform, request, &cluster_request_resource());
+    match handle.find(&request.labels()).await? {
+        Found::Missing | Found::Foreign => Ok(true),
+        Found::Ours(live) if !deleting(&live) => handle.delete().await,
+        Found::Ours(_) => Ok(false),
     }
-    if live.metadata.deletion_timestamp.is_none() {
-        match api.delete(&name, &Default::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(true),
-            Err(e) => return Err(Error::kube(format!("deleting ClusterRequest {name}"), e)),
-        }
-    }
-    Ok(false)
 }
 
 /// Reads the instance's AccessRequest, if any.
 pub async fn get_access_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<Option<Value>, Error> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(platform.clone(), request.tenant_namespace, &access_request_resource());
-    let name = request.name();
-    api.get_opt(&name)
-        .await
-        .map_err(|e| Error::kube(format!("reading AccessRequest {}/{name}", request.tenant_namespace), e))?
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(Error::from)
+    let handle = Handle::new(platform, request, &access_request_resource());
+    let live =
+        handle.api.get_opt(&handle.name).await.map_err(|e| Error::kube(format!("reading {}", handle.what), e))?;
+    Ok(live.map(serde_json::to_value).transpose()?)
 }
 
 /// Onboarding access at start-up: the ClusterRequest and AccessRequest
