@@ -22,16 +22,6 @@ fn kind(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) 
     ApiKind::new(group, version, kind, plural, namespaced)
 }
 
-fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
-    let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect();
-    PolicyRule {
-        api_groups: strings(groups),
-        resources: strings(resources),
-        resource_names: Vec::new(),
-        verbs: strings(verbs),
-    }
-}
-
 fn capability(cluster: Cluster, api: &ApiKind, scope: NamespaceScope, names: &[&str]) -> Capability {
     Capability { cluster, api: api.clone(), scope, names: names.iter().map(|s| s.to_string()).collect() }
 }
@@ -65,12 +55,16 @@ pub fn rgd_kind() -> ApiKind {
 fn control_plane_rules() -> Vec<PolicyRule> {
     const ALL: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
     vec![
-        rule(&[""], &["namespaces"], ALL),
-        rule(&[""], &["secrets", "configmaps", "serviceaccounts", "services"], ALL),
-        rule(&["apps"], &["deployments"], ALL),
-        rule(&["apiextensions.k8s.io"], &["customresourcedefinitions"], ALL),
-        rule(&["rbac.authorization.k8s.io"], &["clusterroles", "clusterrolebindings", "roles", "rolebindings"], &["*"]),
-        rule(&["kro.run"], &["resourcegraphdefinitions"], &["get", "list", "watch"]),
+        PolicyRule::new(&[""], &["namespaces"], ALL),
+        PolicyRule::new(&[""], &["secrets", "configmaps", "serviceaccounts", "services"], ALL),
+        PolicyRule::new(&["apps"], &["deployments"], ALL),
+        PolicyRule::new(&["apiextensions.k8s.io"], &["customresourcedefinitions"], ALL),
+        PolicyRule::new(
+            &["rbac.authorization.k8s.io"],
+            &["clusterroles", "clusterrolebindings", "roles", "rolebindings"],
+            &["*"],
+        ),
+        PolicyRule::new(&["kro.run"], &["resourcegraphdefinitions"], &["get", "list", "watch"]),
     ]
 }
 

@@ -47,33 +47,24 @@ impl Settings {
     }
 }
 
-fn rule(groups: &[&str], resources: &[String], verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: groups.iter().map(|s| s.to_string()).collect(),
-        resources: resources.to_vec(),
-        resource_names: Vec::new(),
-        verbs: verbs.iter().map(|s| s.to_string()).collect(),
-    }
-}
-
 /// Least-privilege onboarding permissions: `init` only installs CRDs; `run`
 /// works on its own service kind and records Events.
 pub fn onboarding_rules(descriptor: &Descriptor, for_init: bool) -> Vec<PolicyRule> {
     if for_init {
-        return vec![rule(
+        return vec![PolicyRule::new(
             &["apiextensions.k8s.io"],
-            &["customresourcedefinitions".to_string()],
+            &["customresourcedefinitions"],
             &["get", "list", "watch", "create", "update", "patch"],
         )];
     }
     let plural = &descriptor.service.plural;
     vec![
-        rule(
+        PolicyRule::new(
             &[descriptor.service.group.as_str()],
-            &[plural.clone(), format!("{plural}/status")],
+            &[plural.as_str(), &format!("{plural}/status")],
             &["get", "list", "watch", "update", "patch"],
         ),
-        rule(&["events.k8s.io"], &["events".to_string()], &["create", "patch"]),
+        PolicyRule::new(&["events.k8s.io"], &["events"], &["create", "patch"]),
     ]
 }
 

@@ -21,7 +21,6 @@ use crate::clusters::ClientCache;
 use crate::gather::{self, Instance, Reach};
 use crate::metrics::Metrics;
 use crate::plan;
-use crate::render::missing_provider_config;
 use crate::sandbox::Plugin;
 use crate::{Error, status};
 
@@ -59,7 +58,6 @@ pub struct Context {
 }
 
 impl Context {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         plugin: Plugin,
         provider_name: String,
@@ -417,7 +415,7 @@ async fn apply_instance(
     let raw = serde_json::to_value(object)?;
     let instance = Instance::from_object(&raw)?;
     let Some(provider_config) = provider_config else {
-        let message = missing_provider_config(ctx.descriptor(), &ctx.provider_name);
+        let message = status::missing_provider_config(ctx.descriptor(), &ctx.provider_name);
         write_status(ctx, object, &status::reconcile_error(message), true).await?;
         return Ok(("invalid-input", Action::requeue(DEFAULT_POLL)));
     };

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use service_provider_sdk::contract::{CleanupPlan, Descriptor, KubeconfigRef, PlanError, SecretCopy, ServiceStatus};
+use service_provider_sdk::contract::{CleanupPlan, KubeconfigRef, PlanError, SecretCopy, ServiceStatus};
 
 use crate::gather::{self, Instance, KUBECONFIG_KEY};
 use crate::plan::{self, Manifest};
@@ -88,15 +88,6 @@ pub fn steps(manifests: &[Manifest], copies: &[SecretCopy]) -> Vec<Value> {
         .collect()
 }
 
-/// The message the host shows when the ProviderConfig does not exist.
-pub fn missing_provider_config(descriptor: &Descriptor, name: &str) -> String {
-    format!(
-        "No ProviderConfig found: create the cluster-scoped {} {name:?} ({}) on the platform cluster",
-        descriptor.provider_config.kind,
-        descriptor.provider_config.api_version()
-    )
-}
-
 /// Renders what the host would do, as one JSON document.
 pub fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
     let descriptor = plugin.descriptor();
@@ -153,7 +144,7 @@ pub fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
             Err(e) => plan_error(&mut doc, &e, true),
         }
     } else if provider_config.is_none() {
-        let message = missing_provider_config(descriptor, &provider_name);
+        let message = status::missing_provider_config(descriptor, &provider_name);
         doc["result"] = json!("no-provider-config");
         doc["message"] = json!(message);
         status::reconcile_error(message)

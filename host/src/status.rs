@@ -8,7 +8,7 @@
 //! mention. The helpers mirror the openmcp runtime's status helpers.
 
 use serde_json::{Map, Value, json};
-use service_provider_sdk::contract::{Condition, ConditionStatus, ServiceStatus};
+use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ServiceStatus};
 
 pub const PHASE_PROGRESSING: &str = "Progressing";
 pub const PHASE_TERMINATING: &str = "Terminating";
@@ -49,6 +49,15 @@ pub fn terminating(message: impl Into<String>) -> ServiceStatus {
 /// Terminating with `Ready=False`, reason `ReconcileError`.
 pub fn terminating_error(message: impl Into<String>) -> ServiceStatus {
     ready_false(PHASE_TERMINATING, REASON_RECONCILE_ERROR, message)
+}
+
+/// The message the host shows when the ProviderConfig does not exist.
+pub fn missing_provider_config(descriptor: &Descriptor, name: &str) -> String {
+    format!(
+        "No ProviderConfig found: create the cluster-scoped {} {name:?} ({}) on the platform cluster",
+        descriptor.provider_config.kind,
+        descriptor.provider_config.api_version()
+    )
 }
 
 /// The current time as a Kubernetes timestamp (whole seconds, UTC).

@@ -73,6 +73,19 @@ pub struct PolicyRule {
     pub verbs: Vec<String>,
 }
 
+impl PolicyRule {
+    /// A rule for all names of `resources` in `api_groups` (`""` is core).
+    pub fn new(api_groups: &[&str], resources: &[&str], verbs: &[&str]) -> Self {
+        let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect();
+        PolicyRule {
+            api_groups: strings(api_groups),
+            resources: strings(resources),
+            resource_names: Vec::new(),
+            verbs: strings(verbs),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Access {

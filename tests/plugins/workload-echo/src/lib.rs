@@ -11,12 +11,7 @@ use service_provider_sdk::contract::{
 pub struct Echo;
 
 fn configmaps(verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: vec![String::new()],
-        resources: vec!["configmaps".into()],
-        resource_names: vec![],
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-    }
+    PolicyRule::new(&[""], &["configmaps"], verbs)
 }
 
 impl Provider for Echo {
