@@ -13,8 +13,6 @@ pub const VERSION: &str = "v1alpha1";
 
 /// Default chart location when a version does not name one.
 pub const DEFAULT_CHART_URL: &str = "oci://registry.k8s.io/kro/charts/kro";
-/// Default poll interval (`spec.pollInterval`).
-pub const DEFAULT_POLL_INTERVAL: &str = "1m";
 
 /// A tenant's request for kro on its ControlPlane. The object's name and
 /// namespace must equal those of the ControlPlane it is for.

@@ -13,7 +13,7 @@
 
 pub mod api;
 /// Shared test inputs (also used by the host's component test).
-#[doc(hidden)]
+#[cfg(any(test, feature = "test-cases"))]
 pub mod cases;
 mod cleanup;
 pub mod config;

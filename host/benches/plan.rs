@@ -6,11 +6,11 @@
 //! Run with `task bench` (release build). Needs the Kro component built
 //! (`task build-plugins`) or `KRO_PLUGIN_WASM` set.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use guest_kro::KroProvider;
 use guest_kro::cases;
+use host_test_support::plugins::{KRO, plugin_path};
 use service_provider_host::sandbox::{Limits, Sandbox};
 use service_provider_sdk::contract::Provider;
 
@@ -25,25 +25,23 @@ fn time<R>(f: impl FnOnce() -> R) -> (Duration, R) {
     (start.elapsed(), r)
 }
 
-fn main() {
-    let path = std::env::var_os("KRO_PLUGIN_WASM").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin/guest_kro.wasm")
-    });
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let path = plugin_path(KRO);
     let wasm = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run `task build-plugins`)", path.display()));
     let sandbox = Sandbox::new().expect("engine");
 
     const COMPILES: usize = 5;
     let compiles: Vec<Duration> =
-        (0..COMPILES).map(|_| time(|| sandbox.load(&wasm, None, Limits::default()).expect("loads")).0).collect();
+        (0..COMPILES).map(|_| time(|| sandbox.prepare(&wasm, None).expect("compiles")).0).collect();
 
     let cache = std::env::temp_dir().join(format!("sp-host-bench-{}", std::process::id()));
-    sandbox.load(&wasm, Some(&cache), Limits::default()).expect("fills the cache");
-    let cached: Vec<Duration> = (0..COMPILES)
-        .map(|_| time(|| sandbox.load(&wasm, Some(&cache), Limits::default()).expect("loads")).0)
-        .collect();
+    sandbox.prepare(&wasm, Some(&cache)).expect("fills the cache");
+    let cached: Vec<Duration> =
+        (0..COMPILES).map(|_| time(|| sandbox.prepare(&wasm, Some(&cache)).expect("loads")).0).collect();
     let _ = std::fs::remove_dir_all(&cache);
 
-    let plugin = sandbox.load(&wasm, None, Limits::default()).expect("loads");
+    let plugin = sandbox.prepare(&wasm, None).expect("compiles").describe(Limits::default()).await.expect("loads");
     // The realistic reconcile: seed example, Flux objects observed Ready.
     let case = cases::all().into_iter().find(|c| c.name == "v0.9.3 all ready").expect("case");
     let input = case.input;
@@ -53,11 +51,15 @@ fn main() {
 
     const CALLS: usize = 500;
     for _ in 0..20 {
-        plugin.plan(&input).expect("no trap").expect("plans");
+        plugin.plan(&input).await.expect("no trap").expect("plans");
         KroProvider::plan(&input).expect("plans");
     }
-    let component: Vec<Duration> =
-        (0..CALLS).map(|_| time(|| plugin.plan(&input).expect("no trap").expect("plans")).0).collect();
+    let mut component = Vec::with_capacity(CALLS);
+    for _ in 0..CALLS {
+        let start = Instant::now();
+        plugin.plan(&input).await.expect("no trap").expect("plans");
+        component.push(start.elapsed());
+    }
     let native: Vec<Duration> = (0..CALLS).map(|_| time(|| KroProvider::plan(&input).expect("plans")).0).collect();
     let (c, n) = (median(component), median(native));
 

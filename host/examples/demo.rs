@@ -18,14 +18,14 @@ use serde_json::{Value, json};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::operator::{self, Settings};
 use service_provider_host::sandbox::{Limits, Sandbox};
-use service_provider_host::{apply, clusters, init, render, watch};
+use service_provider_host::{clusters, init, render, resource, watch};
 use service_provider_sdk::contract::Cluster;
 
 const POD_NAMESPACE: &str = "openmcp-system";
 const PROVIDER: &str = "kro";
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    host_test_support::plugins::root()
 }
 
 fn step(text: &str) {
@@ -55,7 +55,7 @@ fn apply_yaml(path: &str) -> anyhow::Result<DynamicObject> {
 
 async fn show(client: &Client, kind: &str, api_version: &str, plural: &str, namespace: &str) -> anyhow::Result<()> {
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &apply::api_resource(api_version, kind, plural));
+        Api::namespaced_with(client.clone(), namespace, &resource::api_resource(api_version, kind, plural));
     for o in api.list(&ListParams::default()).await?.items {
         let ready = o.data["status"]["conditions"]
             .as_array()
@@ -114,10 +114,8 @@ async fn main() -> anyhow::Result<()> {
     let flux = FluxSimulator::start(&env.platform, FluxOptions { auto_ready: true, ..Default::default() });
 
     step("loading the Kro plugin component");
-    let wasm = std::env::var_os("KRO_PLUGIN_WASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/wasm32-wasip2/plugin/guest_kro.wasm"));
-    let plugin = Sandbox::new()?.load_file(&wasm, None, Limits::default())?;
+    let wasm = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO);
+    let plugin = Sandbox::new()?.load_file(&wasm, None, Limits::default()).await?;
     println!(
         "    {} ({} bytes), compiled in {:?}",
         wasm.display(),
@@ -167,7 +165,7 @@ async fn main() -> anyhow::Result<()> {
     let pc = apply_yaml("examples/providerconfig.yaml")?;
     let pcs: Api<DynamicObject> = Api::all_with(
         platform.clone(),
-        &apply::api_resource(
+        &resource::api_resource(
             &format!("{}/v1alpha1", "kro.services.open-control-plane.io"),
             "ProviderConfig",
             "providerconfigs",
@@ -181,7 +179,7 @@ async fn main() -> anyhow::Result<()> {
     let kroes: Api<DynamicObject> = Api::namespaced_with(
         onboarding.clone(),
         "default",
-        &apply::api_resource("kro.services.open-control-plane.io/v1alpha1", "Kro", "kroes"),
+        &resource::api_resource("kro.services.open-control-plane.io/v1alpha1", "Kro", "kroes"),
     );
     kroes.create(&PostParams::default(), &kro).await?;
     let started = Instant::now();

@@ -35,10 +35,10 @@ pub fn client(config: Config, cluster: Cluster, metrics: &Arc<Metrics>) -> Resul
 /// A client from kubeconfig text (its current context).
 pub async fn client_from_kubeconfig(yaml: &str, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml)
-        .map_err(|e| Error::Cluster(format!("the {cluster} kubeconfig is not valid: {e}")))?;
+        .map_err(|e| Error::Access(format!("the {cluster} kubeconfig is not valid: {e}")))?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|e| Error::Cluster(format!("the {cluster} kubeconfig cannot be used: {e}")))?;
+        .map_err(|e| Error::Access(format!("the {cluster} kubeconfig cannot be used: {e}")))?;
     client(config, cluster, metrics)
 }
 
@@ -46,7 +46,7 @@ pub async fn client_from_kubeconfig(yaml: &str, cluster: Cluster, metrics: &Arc<
 pub async fn platform_client(metrics: &Arc<Metrics>) -> Result<Client, Error> {
     let config = Config::infer()
         .await
-        .map_err(|e| Error::Cluster(format!("no platform cluster configuration (in-cluster or KUBECONFIG): {e}")))?;
+        .map_err(|e| Error::Access(format!("no platform cluster configuration (in-cluster or KUBECONFIG): {e}")))?;
     client(config, Cluster::Platform, metrics)
 }
 
@@ -60,9 +60,9 @@ pub async fn read_kubeconfig(platform: &Client, at: &KubeconfigRef) -> Result<(S
     let bytes = secret
         .data
         .and_then(|mut d| d.remove(&at.key))
-        .ok_or_else(|| Error::Cluster(format!("Secret {}/{} has no key {:?}", at.namespace, at.name, at.key)))?;
+        .ok_or_else(|| Error::Access(format!("Secret {}/{} has no key {:?}", at.namespace, at.name, at.key)))?;
     let text = String::from_utf8(bytes.0)
-        .map_err(|_| Error::Cluster(format!("Secret {}/{} key {:?} is not UTF-8", at.namespace, at.name, at.key)))?;
+        .map_err(|_| Error::Access(format!("Secret {}/{} key {:?} is not UTF-8", at.namespace, at.name, at.key)))?;
     Ok((text, version))
 }
 

@@ -4,56 +4,13 @@
 //! The cluster-facing gatherer reads observations from the API servers; the
 //! helpers here are shared with `render`, which reads them from files.
 
-use kube::api::{DynamicObject, ListParams};
-use kube::{Api, Client};
+use kube::api::ListParams;
 use serde_json::{Map, Value, json};
-use service_provider_sdk::contract::{
-    Cluster, Context, Descriptor, Detail, Input, KubeconfigRef, NamespaceScope, Observation, Observed,
-};
-use service_provider_sdk::names;
+use service_provider_sdk::contract::{Context, Descriptor, Detail, Input, KubeconfigRef, Observation, Observed};
 
 use crate::Error;
-use crate::apply::api_resource;
-
-/// Data key of the kubeconfig in an AccessRequest's Secret (openmcp).
-pub const KUBECONFIG_KEY: &str = "kubeconfig";
-/// Suffix of the ControlPlane AccessRequest name (openmcp).
-pub const CONTROL_PLANE_SUFFIX: &str = "mcp";
-
-/// The identity of one service object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Instance {
-    pub name: String,
-    pub namespace: String,
-    pub generation: i64,
-}
-
-impl Instance {
-    pub fn from_object(object: &Value) -> Result<Self, Error> {
-        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
-        let name = text("/metadata/name").ok_or_else(|| Error::InvalidObject("metadata.name is missing".into()))?;
-        let namespace = text("/metadata/namespace").ok_or_else(|| {
-            Error::InvalidObject("metadata.namespace is missing (service objects are namespaced)".into())
-        })?;
-        Ok(Instance {
-            name: name.to_string(),
-            namespace: namespace.to_string(),
-            generation: object.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0),
-        })
-    }
-
-    /// `mcp--<uuid>`: the tenant namespace of the ControlPlane this instance
-    /// belongs to (same name and namespace).
-    pub fn tenant_namespace(&self) -> String {
-        names::tenant_namespace(&self.name, &self.namespace).expect("name is non-empty")
-    }
-
-    /// The name of the ControlPlane AccessRequest the host creates for this
-    /// instance: `<service group>--<name>--mcp`, shortened like openmcp does.
-    pub fn access_request_name(&self, descriptor: &Descriptor) -> String {
-        names::access_request_name(&descriptor.service.group, &self.name, CONTROL_PLANE_SUFFIX)
-    }
-}
+use crate::instance::{Instance, Reach, reachable, scope_namespace};
+use crate::resource::{self, kind_absent};
 
 /// The context for one instance.
 pub fn context(
@@ -75,25 +32,6 @@ pub fn context(
 /// The observations a `plan` (`cleanup == false`) or `cleanup` call needs.
 pub fn observations(descriptor: &Descriptor, cleanup: bool) -> impl Iterator<Item = &Observation> {
     descriptor.observations.iter().filter(move |o| o.stage.applies(cleanup))
-}
-
-/// The namespace an observation or capability scope resolves to for this
-/// context; `None` for cluster-scoped.
-pub fn scope_namespace<'a>(scope: &'a NamespaceScope, context: &'a Context) -> Option<&'a str> {
-    match scope {
-        NamespaceScope::Tenant => Some(&context.tenant_namespace),
-        NamespaceScope::Named(ns) => Some(ns),
-        NamespaceScope::ClusterScoped => None,
-    }
-}
-
-/// Whether the host can look at a cluster for this instance.
-pub fn reachable(cluster: Cluster, context: &Context) -> bool {
-    match cluster {
-        Cluster::Platform | Cluster::Onboarding => true,
-        Cluster::ControlPlane => context.control_plane.is_some(),
-        Cluster::Workload => context.workload.is_some(),
-    }
 }
 
 /// Trims an object to what the plugin asked for. `managedFields` is never
@@ -156,31 +94,6 @@ pub fn observed_from(descriptor: &Descriptor, context: &Context, cleanup: bool, 
         .collect()
 }
 
-/// The clients the host holds for one instance.
-pub struct Reach<'a> {
-    pub platform: &'a Client,
-    pub onboarding: &'a Client,
-    pub control_plane: Option<&'a Client>,
-    pub workload: Option<&'a Client>,
-}
-
-impl Reach<'_> {
-    pub fn client(&self, cluster: Cluster) -> Option<&Client> {
-        match cluster {
-            Cluster::Platform => Some(self.platform),
-            Cluster::Onboarding => Some(self.onboarding),
-            Cluster::ControlPlane => self.control_plane,
-            Cluster::Workload => self.workload,
-        }
-    }
-}
-
-/// Whether a Kubernetes error means "this kind is not served here" (its CRD
-/// is not installed): an observation of it is then simply empty.
-fn kind_absent(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(s) if s.is_not_found())
-}
-
 /// Reads every observation the plugin needs for this call from the clusters
 /// it can reach. Observations of unreachable clusters are left out, so the
 /// plugin can tell "none there" from "could not look".
@@ -193,21 +106,16 @@ pub async fn observe(
     let mut observed = Vec::new();
     for o in observations(descriptor, cleanup) {
         let Some(client) = reach.client(o.cluster) else { continue };
-        let resource = api_resource(&o.api.api_version(), &o.api.kind, &o.api.plural);
-        let namespace = scope_namespace(&o.scope, context);
-        let api: Api<DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
+        let api = resource::dynamic_api(client, &resource::of_kind(&o.api), scope_namespace(&o.scope, context));
         let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
         let objects: Vec<Value> = match (&o.name, o.detail) {
             (Some(name), _) => match api.get_opt(name).await {
-                Ok(found) => found.map(serde_json::to_value).transpose()?.into_iter().collect(),
+                Ok(found) => found.map(|f| to_json(f, &what)).transpose()?.into_iter().collect(),
                 Err(e) if kind_absent(&e) => Vec::new(),
                 Err(e) => return Err(Error::kube(what(), e)),
             },
             (None, Detail::Full) => match api.list(&ListParams::default()).await {
-                Ok(list) => list.items.into_iter().map(serde_json::to_value).collect::<Result<_, _>>()?,
+                Ok(list) => list.items.into_iter().map(|f| to_json(f, &what)).collect::<Result<_, _>>()?,
                 Err(e) if kind_absent(&e) => Vec::new(),
                 Err(e) => return Err(Error::kube(what(), e)),
             },
@@ -231,6 +139,10 @@ pub async fn observe(
     Ok(observed)
 }
 
+fn to_json(object: impl serde::Serialize, what: &impl Fn() -> String) -> Result<Value, Error> {
+    serde_json::to_value(object).map_err(|e| Error::json(what(), e))
+}
+
 /// The complete plugin input.
 pub fn input(object: &Value, provider_config: Option<&Value>, context: Context, observed: Vec<Observed>) -> Input {
     Input { object: object.to_string(), provider_config: provider_config.map(Value::to_string), context, observed }
@@ -239,7 +151,7 @@ pub fn input(object: &Value, provider_config: Option<&Value>, context: Context, 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use service_provider_sdk::contract::{ApiKind, Stage};
+    use service_provider_sdk::contract::{ApiKind, Cluster, NamespaceScope, Stage};
 
     use super::*;
 
@@ -264,16 +176,6 @@ mod tests {
     fn ctx() -> Context {
         let instance = Instance { name: "example".into(), namespace: "default".into(), generation: 1 };
         context(&instance, "p", "pods", None, None)
-    }
-
-    #[test]
-    fn instance_needs_name_and_namespace() {
-        let ok = Instance::from_object(&json!({"metadata": {"name": "a", "namespace": "b", "generation": 4}})).unwrap();
-        assert_eq!(ok.generation, 4);
-        assert_eq!(ok.tenant_namespace(), names::tenant_namespace("a", "b").unwrap());
-        for bad in [json!({}), json!({"metadata": {"name": "a"}}), json!({"metadata": {"namespace": "b"}})] {
-            assert!(Instance::from_object(&bad).is_err(), "{bad}");
-        }
     }
 
     #[test]
@@ -329,7 +231,7 @@ mod tests {
         let thing = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": "a"}});
         let ids = |v: Vec<Observed>| v.into_iter().map(|o| (o.id, o.objects.len())).collect::<Vec<_>>();
         assert_eq!(ids(observed_from(&descriptor, &c, false, std::slice::from_ref(&thing))), [("x".to_string(), 1)]);
-        c.control_plane = Some(KubeconfigRef { namespace: "n".into(), name: "s".into(), key: KUBECONFIG_KEY.into() });
+        c.control_plane = Some(KubeconfigRef { namespace: "n".into(), name: "s".into(), key: "kubeconfig".into() });
         assert_eq!(
             ids(observed_from(&descriptor, &c, true, &[thing])),
             [("x".to_string(), 1), ("cp".to_string(), 1), ("late".to_string(), 1)]

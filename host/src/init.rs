@@ -27,7 +27,7 @@ pub fn service_provider_resource() -> ApiResource {
 /// Parses a CRD manifest from the plugin and checks its cluster label.
 pub fn parse_crd(manifest: &str, cluster: Cluster) -> Result<CustomResourceDefinition, Error> {
     let crd: CustomResourceDefinition = serde_saphyr::from_str(manifest)
-        .map_err(|e| Error::Invalid(format!("a CRD of the plugin is not valid YAML/JSON: {e}")))?;
+        .map_err(|e| Error::Config(format!("a CRD of the plugin is not valid YAML/JSON: {e}")))?;
     let name = crd.metadata.name.clone().unwrap_or_default();
     let label = crd.metadata.labels.as_ref().and_then(|l| l.get(CLUSTER_LABEL)).map(String::as_str);
     let expected = match cluster {
@@ -35,7 +35,7 @@ pub fn parse_crd(manifest: &str, cluster: Cluster) -> Result<CustomResourceDefin
         other => other.as_str(),
     };
     if label != Some(expected) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Config(format!(
             "CRD {name} is declared for the {cluster} cluster but is labelled {CLUSTER_LABEL}={}",
             label.unwrap_or("<none>")
         )));
@@ -55,7 +55,7 @@ pub async fn install_crds(
             Cluster::Platform => platform,
             Cluster::Onboarding => onboarding,
             other => {
-                return Err(Error::Invalid(format!("CRDs for the {other} cluster cannot be installed by init")));
+                return Err(Error::Config(format!("CRDs for the {other} cluster cannot be installed by init")));
             }
         };
         let crd = parse_crd(&declared.manifest, declared.cluster)?;
@@ -66,8 +66,8 @@ pub async fn install_crds(
             .map_err(|e| Error::kube(format!("installing CRD {name} on the {} cluster", declared.cluster), e))?;
         tokio::time::timeout(Duration::from_secs(60), await_condition(api, &name, conditions::is_crd_established()))
             .await
-            .map_err(|_| Error::Cluster(format!("CRD {name} was not established within 60s")))?
-            .map_err(|e| Error::Cluster(format!("waiting for CRD {name}: {e}")))?;
+            .map_err(|_| Error::Timeout(format!("CRD {name} was not established within 60s")))?
+            .map_err(|e| Error::Timeout(format!("waiting for CRD {name}: {e}")))?;
         info!(crd = %name, cluster = %declared.cluster, "CRD installed");
     }
     Ok(())

@@ -6,18 +6,25 @@
 //! watch ─▶ gather ─▶ plan (in the Wasm sandbox) ─▶ apply (SSA) ─▶ status
 //! ```
 //!
+//! - [`watch`]: the kube-rs controller and everything that maps back to an
+//!   instance; [`reconcile`] strings the steps together per instance, with
+//!   the finalizer and the operation annotations.
 //! - [`gather`]: the plugin's inputs: the service object, the ProviderConfig,
 //!   the tenant context and the objects the plugin asked to observe.
 //! - [`plan`]: calls the plugin in the [`sandbox`] and checks every object it
-//!   asks for against its capability allow-list.
-//! - [`status`]: the status the host writes, with condition timestamps that
-//!   only move when a condition changes.
-//! - [`apply`]: server-side apply, Secret copies and ordered deletion, with
-//!   owner labels instead of cross-cluster owner references.
-//! - [`reconcile`] and [`watch`]: the kube-rs controller around those steps;
-//!   [`access`] obtains cluster access through openmcp AccessRequests.
-//! - [`render`]: the offline `render` command: the same path with files as
-//!   input and the plan printed instead of applied.
+//!   asks for against its capabilities.
+//! - [`apply`]: server-side apply, copies, ordered deletion and pruning,
+//!   with owner labels ([`owner`]) instead of cross-cluster owner references.
+//! - [`status`]: the status and Events the host writes, with condition
+//!   timestamps that only move when a condition changes.
+//!
+//! Around them: [`access`] obtains cluster access through openmcp
+//! AccessRequests, [`clusters`] builds and caches clients, [`operator`] and
+//! [`init`] assemble the `run` and `init` commands, [`render`] runs the data
+//! path on files. Leaves that everything may use: [`error`], [`resource`]
+//! (Kubernetes plumbing), [`instance`] (an instance and its reach) and
+//! [`owner`]. Dependencies point one way: a module never imports a module
+//! that imports it (checked by `tests/architecture.rs`).
 //!
 //! The host knows nothing about any particular service: everything specific
 //! comes from the plugin's `describe()`.
@@ -25,60 +32,20 @@
 pub mod access;
 pub mod apply;
 pub mod clusters;
+pub mod error;
 pub mod gather;
 pub mod init;
+pub mod instance;
 pub mod metrics;
 pub mod operator;
+pub mod owner;
 pub mod plan;
 pub mod reconcile;
 pub mod render;
+pub mod resource;
 pub mod sandbox;
 pub mod server;
 pub mod status;
 pub mod watch;
 
-use std::path::PathBuf;
-
-/// Errors of the host library.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("wasm sandbox: {0}")]
-    Sandbox(String),
-    /// Loading or calling a plugin failed (compile error, trap, deadline,
-    /// memory limit).
-    #[error("{0}")]
-    Plugin(String),
-    /// The plugin asked for something its capability allow-list (or the
-    /// contract) does not permit.
-    #[error("plugin {plugin} violated its contract: {message}")]
-    Contract { plugin: String, message: String },
-    #[error("invalid service object: {0}")]
-    InvalidObject(String),
-    /// Something only a person can fix (a missing source Secret, a Secret of
-    /// the wrong type): shown in the status, retried at the poll interval.
-    #[error("{0}")]
-    Invalid(String),
-    /// Cluster access could not be set up or used.
-    #[error("{0}")]
-    Cluster(String),
-    #[error("{context}: {source}")]
-    Kube { context: String, source: kube::Error },
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-    /// Deletion is progressing but not finished: not a failure, just look
-    /// again after the given delay (the finalizer stays).
-    #[error("{reason}")]
-    NotYet { reason: String, retry_after: std::time::Duration },
-    #[error(transparent)]
-    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
-}
-
-impl Error {
-    pub fn kube(context: String, source: kube::Error) -> Self {
-        Error::Kube { context, source }
-    }
-}
+pub use error::{Category, Error};

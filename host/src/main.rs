@@ -141,14 +141,16 @@ struct PluginArgs {
 }
 
 impl PluginArgs {
-    fn load(&self) -> anyhow::Result<service_provider_host::sandbox::Plugin> {
+    async fn load(&self) -> anyhow::Result<service_provider_host::sandbox::Plugin> {
         let limits = Limits {
             timeout: Duration::from_millis(self.plugin_timeout_ms),
             memory_bytes: self.plugin_memory_mib << 20,
+            ..Limits::default()
         };
         let sandbox = Sandbox::new()?;
         sandbox
             .load_file(&self.plugin, self.plugin_cache_dir.as_deref(), limits)
+            .await
             .with_context(|| format!("loading plugin {}", self.plugin.display()))
     }
 }
@@ -195,17 +197,41 @@ struct RenderArgs {
     output: Output,
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match runtime().and_then(|rt| rt.block_on(execute(cli))) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // One line with the whole cause chain; never a backtrace.
+            let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
+            eprintln!("error: {}", dedup_chain(&chain));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `outer: inner: ...`, leaving out a cause the line already contains.
+fn dedup_chain(chain: &[String]) -> String {
+    let mut line = String::new();
+    for text in chain {
+        if line.is_empty() {
+            line = text.clone();
+        } else if !text.is_empty() && !line.contains(text.as_str()) {
+            line = format!("{line}: {text}");
+        }
+    }
+    line
+}
+
+async fn execute(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
         Command::Init(args) => {
             args.provider.init_logging();
             let settings = args.provider.settings()?;
-            let plugin = args.provider.plugin.load()?;
-            runtime()?.block_on(async {
-                let metrics = Metrics::new();
-                let platform = clusters::platform_client(&metrics).await?;
-                operator::init(&plugin, &settings, platform, &metrics).await
-            })?;
+            let plugin = args.provider.plugin.load().await?;
+            let metrics = Metrics::new();
+            let platform = clusters::platform_client(&metrics).await?;
+            operator::init(&plugin, &settings, platform, &metrics).await?;
         }
         Command::Run(args) => {
             args.provider.init_logging();
@@ -214,15 +240,13 @@ fn main() -> anyhow::Result<()> {
                 metrics: server::bind_address(&args.metrics_bind_address)?,
                 health: server::bind_address(&args.health_probe_bind_address)?,
             };
-            let plugin = args.provider.plugin.load()?;
-            runtime()?.block_on(async {
-                let metrics = Metrics::new();
-                let platform = clusters::platform_client(&metrics).await?;
-                operator::run(plugin, &settings, endpoints, args.leader_elect, platform, metrics).await
-            })?;
+            let plugin = args.provider.plugin.load().await?;
+            let metrics = Metrics::new();
+            let platform = clusters::platform_client(&metrics).await?;
+            operator::run(plugin, &settings, endpoints, args.leader_elect, platform, metrics).await?;
         }
         Command::Render(args) => {
-            let plugin = args.plugin.load()?;
+            let plugin = args.plugin.load().await?;
             let request = Request {
                 object: args.object,
                 provider_config: args.provider_config,
@@ -233,7 +257,7 @@ fn main() -> anyhow::Result<()> {
                 control_plane_secret: args.control_plane_secret,
                 without_control_plane: args.without_control_plane,
             };
-            let doc = render::render(&plugin, &request)?;
+            let doc = render::render(&plugin, &request).await?;
             let text = match args.output {
                 Output::Json => serde_json::to_string_pretty(&doc)?,
                 Output::Yaml => serde_saphyr::to_string(&doc)?,

@@ -29,6 +29,12 @@ pub struct ReconcileLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    /// The error category (see `service_provider_host::Category`).
+    pub category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginLabels {
     /// describe, plan, cleanup
     pub call: String,
@@ -38,6 +44,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     reconciles: Family<ReconcileLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
     reconcile_seconds: Histogram,
     plugin_seconds: Family<PluginLabels, Histogram>,
 }
@@ -49,6 +56,8 @@ impl Metrics {
         registry.register("kube_requests", "Kubernetes API requests by cluster and method", requests.clone());
         let reconciles = Family::<ReconcileLabels, Counter>::default();
         registry.register("reconciles", "Reconciles by outcome", reconciles.clone());
+        let failures = Family::<FailureLabels, Counter>::default();
+        registry.register("reconcile_failures", "Failed reconciles by error category", failures.clone());
         let reconcile_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
         registry.register("reconcile_duration_seconds", "Duration of one reconcile", reconcile_seconds.clone());
         let plugin_seconds = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
@@ -59,7 +68,7 @@ impl Metrics {
             "Duration of one plugin call, fresh instance included",
             plugin_seconds.clone(),
         );
-        Arc::new(Metrics { registry, requests, reconciles, reconcile_seconds, plugin_seconds })
+        Arc::new(Metrics { registry, requests, reconciles, failures, reconcile_seconds, plugin_seconds })
     }
 
     pub fn count_request(&self, cluster: &str, method: &str) {
@@ -86,6 +95,16 @@ impl Metrics {
     pub fn reconciled(&self, outcome: &str, took: Duration) {
         self.reconciles.get_or_create(&ReconcileLabels { outcome: outcome.to_string() }).inc();
         self.reconcile_seconds.observe(took.as_secs_f64());
+    }
+
+    /// Counts a failed reconcile by its error category.
+    pub fn failed(&self, category: &str) {
+        self.failures.get_or_create(&FailureLabels { category: category.to_string() }).inc();
+    }
+
+    /// Failed reconciles so far in `category`.
+    pub fn failures(&self, category: &str) -> u64 {
+        self.failures.get_or_create(&FailureLabels { category: category.to_string() }).get()
     }
 
     /// Reconciles so far that ended with `outcome`.
@@ -132,8 +151,14 @@ mod tests {
         let m = Metrics::new();
         m.reconciled("applied", Duration::from_millis(20));
         m.plugin_call("plan", Duration::from_micros(300));
+        m.failed("plugin-timeout");
         assert_eq!(m.reconciles("applied"), 1);
+        assert_eq!(m.failures("plugin-timeout"), 1);
         let text = m.encode();
+        assert!(
+            text.contains("service_provider_host_reconcile_failures_total{category=\"plugin-timeout\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("service_provider_host_reconciles_total{outcome=\"applied\"} 1"), "{text}");
         assert!(text.contains("service_provider_host_plugin_call_duration_seconds_count{call=\"plan\"} 1"), "{text}");
     }

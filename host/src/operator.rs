@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use kube::api::{DynamicObject, ListParams};
+use kube::Client;
+use kube::api::ListParams;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 use service_provider_sdk::contract::{Cluster, Descriptor, PolicyRule};
 use tracing::{info, warn};
@@ -18,7 +18,7 @@ use crate::clusters::{self, client_from_kubeconfig};
 use crate::metrics::Metrics;
 use crate::reconcile::Context;
 use crate::sandbox::Plugin;
-use crate::{Error, access, init, server, watch};
+use crate::{Error, access, init, resource, server, watch};
 
 /// Who this provider is and where it runs.
 #[derive(Debug, Clone)]
@@ -110,19 +110,14 @@ pub async fn init(plugin: &Plugin, settings: &Settings, platform: Client, metric
 /// (missing CRD or RBAC); otherwise kube's watcher would retry silently.
 async fn probe(
     client: &Client,
-    resource: &kube::api::ApiResource,
+    kind: &kube::api::ApiResource,
     cluster: Cluster,
     namespace: Option<&str>,
 ) -> Result<(), Error> {
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-        None => Api::all_with(client.clone(), resource),
-    };
-    api.list_metadata(&ListParams::default().limit(1)).await.map(drop).map_err(|e| {
-        Error::kube(
-            format!("cannot list {} on the {cluster} cluster (is `init` done, is RBAC granted?)", resource.plural),
-            e,
-        )
+    let listed = resource::dynamic_api(client, kind, namespace).list_metadata(&ListParams::default().limit(1)).await;
+    listed.map(drop).map_err(|e| {
+        let plural = &kind.plural;
+        Error::kube(format!("cannot list {plural} on the {cluster} cluster (is `init` done, is RBAC granted?)"), e)
     })
 }
 
@@ -182,7 +177,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
 ) -> Result<(), Error> {
     if plugin.descriptor().access.workload_cluster {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Config(format!(
             "plugin {} asks for a workload cluster, which this host does not support yet",
             plugin.descriptor().name
         )));
@@ -224,11 +219,11 @@ pub async fn run(
         .with_grace(5)
         .build()
         .await
-        .map_err(|e| Error::Cluster(format!("setting up leader election: {e}")))?;
+        .map_err(|e| Error::LeaderElection(format!("setting it up: {e}")))?;
     let (mut leader, lease_task) = lease.watch().await;
     info!("waiting to become the leader");
     while !*leader.borrow_and_update() {
-        leader.changed().await.map_err(|_| Error::Cluster("leader election stopped".into()))?;
+        leader.changed().await.map_err(|_| Error::LeaderElection("it stopped".into()))?;
     }
     info!("became the leader");
     ready.store(true, Ordering::Relaxed);
@@ -246,7 +241,7 @@ pub async fn run(
     drop(leader);
     let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
     if lost {
-        return Err(Error::Cluster("lost the leader lease".into()));
+        return Err(Error::LeaderElection("lost the leader lease".into()));
     }
     Ok(())
 }

@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{CleanupPlan, KubeconfigRef, PlanError, SecretCopy, ServiceStatus};
 
-use crate::gather::{self, Instance, KUBECONFIG_KEY};
-use crate::plan::{self, Manifest};
+use crate::access::{KUBECONFIG_KEY, Target};
+use crate::gather;
+use crate::instance::Instance;
+use crate::plan::{self, CheckedPlan, Step};
 use crate::sandbox::Plugin;
 use crate::{Error, status};
 
@@ -73,23 +75,18 @@ fn copy_json(c: &SecretCopy) -> Value {
     })
 }
 
-/// The steps the host performs, in its order: Namespaces first, then the
-/// Secret copies (which may need those namespaces), then everything else in
-/// the plugin's order.
-pub fn steps(manifests: &[Manifest], copies: &[SecretCopy]) -> Vec<Value> {
-    let apply = |m: &Manifest| json!({"apply": {"cluster": m.cluster, "object": m.object}});
-    let (namespaces, rest): (Vec<&Manifest>, Vec<&Manifest>) =
-        manifests.iter().partition(|m| m.kind == "Namespace" && m.api_version == "v1");
-    namespaces
-        .into_iter()
-        .map(apply)
-        .chain(copies.iter().map(|c| json!({"copySecret": copy_json(c)})))
-        .chain(rest.into_iter().map(apply))
+/// The steps the host performs, in the order it performs them.
+pub fn steps(plan: &CheckedPlan) -> Vec<Value> {
+    plan.steps()
+        .map(|step| match step {
+            Step::Apply(m) => json!({"apply": {"cluster": m.cluster, "object": m.object}}),
+            Step::Copy(c) => json!({"copySecret": copy_json(c)}),
+        })
         .collect()
 }
 
 /// Renders what the host would do, as one JSON document.
-pub fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
+pub async fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
     let descriptor = plugin.descriptor();
     let object = read_document(&request.object)?;
     let instance = Instance::from_object(&object)?;
@@ -108,9 +105,10 @@ pub fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
         .unwrap_or_else(|| descriptor.name.clone());
 
     let tenant = instance.tenant_namespace();
+    let access_request = Target::ControlPlane.request_name(&descriptor.service.group, &instance.name);
     let control_plane = (!request.without_control_plane).then(|| KubeconfigRef {
         namespace: tenant.clone(),
-        name: request.control_plane_secret.clone().unwrap_or_else(|| instance.access_request_name(descriptor)),
+        name: request.control_plane_secret.clone().unwrap_or_else(|| access_request.clone()),
         key: KUBECONFIG_KEY.into(),
     });
     let context = gather::context(&instance, &provider_name, &request.pod_namespace, control_plane, None);
@@ -123,12 +121,12 @@ pub fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
             "namespace": instance.namespace,
             "generation": instance.generation,
             "tenantNamespace": tenant,
-            "controlPlaneAccessRequest": instance.access_request_name(descriptor),
+            "controlPlaneAccessRequest": access_request,
         },
         "call": if request.deleting { "cleanup" } else { "plan" },
     });
     let outcome: ServiceStatus = if request.deleting {
-        match plan::cleanup(plugin, &input)? {
+        match plan::cleanup(plugin, &input).await? {
             Ok(CleanupPlan::Blocked(b)) => {
                 doc["result"] = json!("blocked");
                 doc["message"] = json!(b.message);
@@ -137,8 +135,8 @@ pub fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
             }
             Ok(CleanupPlan::Teardown(t)) => {
                 doc["result"] = json!("teardown");
-                doc["delete"] = serde_json::to_value(&t.objects)?;
-                doc["deleteSecretCopies"] = serde_json::to_value(&t.secret_copies)?;
+                doc["delete"] = json!(t.objects);
+                doc["deleteSecretCopies"] = json!(t.secret_copies);
                 ServiceStatus { resources: t.resources, ..status::terminating("Cleanup in progress") }
             }
             Err(e) => plan_error(&mut doc, &e, true),
@@ -149,18 +147,19 @@ pub fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
         doc["message"] = json!(message);
         status::reconcile_error(message)
     } else {
-        match plan::reconcile(plugin, &input)? {
+        match plan::reconcile(plugin, &input).await? {
             Ok(p) => {
                 doc["result"] = json!("planned");
-                doc["steps"] = Value::Array(steps(&p.manifests, &p.secret_copies));
+                doc["steps"] = Value::Array(steps(&p));
                 doc["requeueAfterSeconds"] = json!(p.requeue_after_seconds);
                 p.status
             }
             Err(e) => plan_error(&mut doc, &e, false),
         }
     };
-    let current = object.get("status");
-    doc["status"] = status::next(current, instance.generation, &outcome, &status::now());
+    let current = object.get("status").and_then(|s| serde_json::from_value::<status::ObjectStatus>(s.clone()).ok());
+    let next = status::next(current.as_ref(), instance.generation, &outcome, &status::now());
+    doc["status"] = serde_json::to_value(next).map_err(|e| Error::json("rendering the status", e))?;
     Ok(doc)
 }
 

@@ -21,7 +21,7 @@ pub fn bind_address(flag: &str) -> Result<Option<SocketAddr>, Error> {
         port if port.starts_with(':') => format!("0.0.0.0{port}").parse().map(Some),
         addr => addr.parse().map(Some),
     }
-    .map_err(|e| Error::Cluster(format!("invalid bind address {flag:?}: {e}")))
+    .map_err(|e| Error::Config(format!("invalid bind address {flag:?}: {e}")))
 }
 
 #[derive(Clone)]
@@ -56,8 +56,8 @@ pub async fn serve(
     let router = router.with_state(Shared { metrics: state_metrics, ready: is_ready });
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| Error::Cluster(format!("cannot listen on {addr}: {e}")))?;
-    axum::serve(listener, router).await.map_err(|e| Error::Cluster(format!("serving on {addr}: {e}")))
+        .map_err(|e| Error::Config(format!("cannot listen on {addr}: {e}")))?;
+    axum::serve(listener, router).await.map_err(|e| Error::Config(format!("serving on {addr}: {e}")))
 }
 
 #[cfg(test)]

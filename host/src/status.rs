@@ -1,4 +1,5 @@
-//! The status the host writes on service objects.
+//! The status the host writes on service objects, and the Events that go
+//! with it.
 //!
 //! Plugins say *what* the status is (phase, conditions, resources); the host
 //! owns the bookkeeping that must be the same for every provider:
@@ -7,8 +8,15 @@
 //! status and therefore no write), and keeping conditions the plugin did not
 //! mention. The helpers mirror the openmcp runtime's status helpers.
 
-use serde_json::{Map, Value, json};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ServiceStatus};
+use tracing::warn;
+
+use crate::Error;
 
 pub const PHASE_PROGRESSING: &str = "Progressing";
 pub const PHASE_TERMINATING: &str = "Terminating";
@@ -16,6 +24,55 @@ pub const CONDITION_READY: &str = "Ready";
 pub const REASON_RECONCILE_ERROR: &str = "ReconcileError";
 pub const REASON_RECONCILING: &str = "Reconciling";
 pub const REASON_TERMINATING: &str = "Terminating";
+
+/// Longest Event note the host writes (the API server refuses > 1 KiB).
+const MAX_NOTE: usize = 1000;
+
+/// `status` of a service object as the host reads and writes it. Fields the
+/// host does not know are left alone: the status is written as a merge
+/// patch of exactly these fields.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStatus {
+    #[serde(default)]
+    pub observed_generation: i64,
+    #[serde(default)]
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionEntry>,
+    /// The plugin's `status.resources`, kept as it wrote them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Value>,
+}
+
+/// One condition as stored in the status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionEntry {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default)]
+    pub observed_generation: i64,
+    #[serde(default)]
+    pub last_transition_time: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+impl ObjectStatus {
+    /// The status of a service object; `None` if it has none (or one the
+    /// host cannot read, which it then replaces).
+    pub fn of(object: &DynamicObject) -> Option<ObjectStatus> {
+        object.data.get("status").filter(|s| !s.is_null()).and_then(|s| serde_json::from_value(s.clone()).ok())
+    }
+
+    pub fn ready(&self) -> Option<&ConditionEntry> {
+        self.conditions.iter().find(|c| c.type_ == CONDITION_READY)
+    }
+}
 
 fn ready_false(phase: &str, reason: &str, message: impl Into<String>) -> ServiceStatus {
     ServiceStatus {
@@ -65,56 +122,103 @@ pub fn now() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-fn condition_json(c: &Condition, generation: i64, last_transition: &str) -> Value {
-    json!({
-        "type": c.type_,
-        "status": c.status.as_str(),
-        "observedGeneration": generation,
-        "lastTransitionTime": last_transition,
-        "reason": c.reason,
-        "message": c.message,
-    })
+fn entry(c: &Condition, generation: i64, last_transition: &str) -> ConditionEntry {
+    ConditionEntry {
+        type_: c.type_.clone(),
+        status: c.status.as_str().to_string(),
+        observed_generation: generation,
+        last_transition_time: last_transition.to_string(),
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+    }
 }
 
-/// The full `status` to write, given the current one (if any).
+/// The full status to write, given the current one (if any).
 ///
 /// Condition order: the current conditions in their order (updated in
 /// place), then new ones in the plugin's order.
-pub fn next(current: Option<&Value>, generation: i64, desired: &ServiceStatus, now: &str) -> Value {
-    let mut conditions: Vec<Value> =
-        current.and_then(|s| s.get("conditions")).and_then(Value::as_array).cloned().unwrap_or_default();
+pub fn next(current: Option<&ObjectStatus>, generation: i64, desired: &ServiceStatus, now: &str) -> ObjectStatus {
+    let mut conditions = current.map(|s| s.conditions.clone()).unwrap_or_default();
     for wanted in &desired.conditions {
-        let existing =
-            conditions.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some(wanted.type_.as_str()));
-        match existing {
+        match conditions.iter_mut().find(|c| c.type_ == wanted.type_) {
             Some(slot) => {
-                let unchanged = slot.get("status").and_then(Value::as_str) == Some(wanted.status.as_str());
-                let since = slot
-                    .get("lastTransitionTime")
-                    .and_then(Value::as_str)
-                    .filter(|_| unchanged)
-                    .unwrap_or(now)
-                    .to_string();
-                *slot = condition_json(wanted, generation, &since);
+                let since = match slot.status == wanted.status.as_str() && !slot.last_transition_time.is_empty() {
+                    true => slot.last_transition_time.clone(),
+                    false => now.to_string(),
+                };
+                *slot = entry(wanted, generation, &since);
             }
-            None => conditions.push(condition_json(wanted, generation, now)),
+            None => conditions.push(entry(wanted, generation, now)),
         }
-    }
-
-    let mut status = Map::new();
-    status.insert("observedGeneration".into(), json!(generation));
-    status.insert("phase".into(), json!(desired.phase));
-    if !conditions.is_empty() {
-        status.insert("conditions".into(), Value::Array(conditions));
     }
     let resources = match &desired.resources {
         Some(list) => Some(serde_json::to_value(list).expect("resource status serializes")),
-        None => current.and_then(|s| s.get("resources")).cloned(),
+        None => current.and_then(|s| s.resources.clone()),
     };
-    if let Some(resources) = resources {
-        status.insert("resources".into(), resources);
+    ObjectStatus { observed_generation: generation, phase: desired.phase.clone(), conditions, resources }
+}
+
+/// Writes service-object status and records Events, on the onboarding
+/// cluster.
+pub struct StatusWriter {
+    pub onboarding: Client,
+    pub service: ApiResource,
+    pub recorder: Recorder,
+}
+
+impl StatusWriter {
+    /// Writes the status if it changed, and records an Event when the phase
+    /// or the `Ready` condition changed. Unchanged status: no request at all.
+    pub async fn write(&self, object: &DynamicObject, desired: &ServiceStatus, warning: bool) -> Result<(), Error> {
+        let current = ObjectStatus::of(object);
+        let next = next(current.as_ref(), object.metadata.generation.unwrap_or(0), desired, &now());
+        if current.as_ref() == Some(&next) {
+            return Ok(());
+        }
+        let name = object.name_any();
+        let namespace = object.namespace().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::namespaced_with(self.onboarding.clone(), &namespace, &self.service);
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": next}))).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(()),
+            Err(e) => return Err(Error::kube(format!("writing the status of {namespace}/{name}"), e)),
+        }
+        let ready =
+            |s: Option<&ObjectStatus>| s.and_then(ObjectStatus::ready).map(|c| (c.reason.clone(), c.message.clone()));
+        let phase_changed = current.as_ref().map(|c| c.phase.as_str()) != Some(next.phase.as_str());
+        if phase_changed || ready(current.as_ref()) != ready(Some(&next)) {
+            let (reason, message) = ready(Some(&next)).unwrap_or_default();
+            let (type_, reason) = match warning {
+                true => (EventType::Warning, reason),
+                false => (EventType::Normal, desired.phase.clone()),
+            };
+            let event = Event {
+                type_,
+                reason,
+                note: Some(truncate(&message, MAX_NOTE)),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.recorder.publish(&event, &object.object_ref(&self.service)).await {
+                // Events are best effort; the status carries the same message.
+                warn!(error = %e, "could not record an Event");
+            }
+        }
+        Ok(())
     }
-    Value::Object(status)
+}
+
+/// At most `max` bytes of `text`, cut at a character boundary, with an
+/// ellipsis when cut.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
 }
 
 #[cfg(test)]
@@ -147,9 +251,13 @@ mod tests {
         }
     }
 
+    fn as_json(s: &ObjectStatus) -> Value {
+        serde_json::to_value(s).unwrap()
+    }
+
     #[test]
     fn first_status_sets_generation_and_timestamps() {
-        let s = next(None, 3, &ready(), T0);
+        let s = as_json(&next(None, 3, &ready(), T0));
         assert_eq!(s["observedGeneration"], 3);
         assert_eq!(s["phase"], "Ready");
         assert_eq!(s["conditions"][0]["lastTransitionTime"], T0);
@@ -163,6 +271,9 @@ mod tests {
         let first = next(None, 1, &ready(), T0);
         let second = next(Some(&first), 1, &ready(), T1);
         assert_eq!(first, second);
+        // Also after a round trip through the API server's JSON.
+        let read: ObjectStatus = serde_json::from_value(as_json(&first)).unwrap();
+        assert_eq!(next(Some(&read), 1, &ready(), T1), read);
     }
 
     #[test]
@@ -171,29 +282,31 @@ mod tests {
         let mut msg = ready();
         msg.conditions[0].message = "still ready".into();
         let same_status = next(Some(&first), 2, &msg, T1);
-        assert_eq!(same_status["conditions"][0]["lastTransitionTime"], T0);
-        assert_eq!(same_status["conditions"][0]["observedGeneration"], 2);
+        assert_eq!(same_status.conditions[0].last_transition_time, T0);
+        assert_eq!(same_status.conditions[0].observed_generation, 2);
         let flipped = next(Some(&first), 2, &reconcile_error("boom"), T1);
-        assert_eq!(flipped["conditions"][0]["lastTransitionTime"], T1);
-        assert_eq!(flipped["conditions"][0]["reason"], "ReconcileError");
-        assert_eq!(flipped["phase"], "Progressing");
+        assert_eq!(flipped.conditions[0].last_transition_time, T1);
+        assert_eq!(flipped.conditions[0].reason, "ReconcileError");
+        assert_eq!(flipped.phase, "Progressing");
     }
 
     #[test]
     fn resources_are_kept_when_the_plugin_leaves_them_alone() {
         let first = next(None, 1, &ready(), T0);
         let err = next(Some(&first), 1, &reconcile_error("bad version"), T1);
-        assert_eq!(err["resources"], first["resources"]);
+        assert_eq!(err.resources, first.resources);
     }
 
     #[test]
     fn other_conditions_are_kept() {
-        let current = json!({"conditions": [{"type": "Custom", "status": "True", "lastTransitionTime": T0, "reason": "X", "message": ""}]});
+        let current: ObjectStatus = serde_json::from_value(json!({"conditions": [
+            {"type": "Custom", "status": "True", "lastTransitionTime": T0, "reason": "X", "message": ""}
+        ]}))
+        .unwrap();
         let s = next(Some(&current), 1, &terminating("Cleanup in progress"), T1);
-        let types: Vec<&str> =
-            s["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        let types: Vec<&str> = s.conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(types, ["Custom", "Ready"]);
-        assert_eq!(s["phase"], "Terminating");
+        assert_eq!(s.phase, "Terminating");
     }
 
     #[test]
@@ -201,5 +314,12 @@ mod tests {
         let t = now();
         assert_eq!(t.len(), 20, "{t}");
         assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
+    }
+
+    #[test]
+    fn long_notes_are_cut_at_a_character_boundary() {
+        assert_eq!(truncate("short", 10), "short");
+        let cut = truncate(&"é".repeat(10), 5);
+        assert_eq!(cut, "éé…");
     }
 }

@@ -28,29 +28,22 @@ use service_provider_sdk::names;
 use tracing::{debug, info, warn};
 
 use crate::access;
-use crate::apply::{self, LABEL_COPY_OF, Owner};
+use crate::owner::{LABEL_COPY_OF, Owner};
 use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
+use crate::resource;
 
 /// The platform kinds to watch: what the plugin observes or writes there
 /// (Secrets have their own watches).
 fn platform_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
     let d = ctx.descriptor();
     let mut seen = BTreeSet::new();
-    let observed = d
-        .observations
-        .iter()
-        .filter(|o| o.cluster == Cluster::Platform)
-        .map(|o| (o.api.api_version(), o.api.kind.clone(), o.api.plural.clone()));
-    let written = d
-        .capabilities
-        .iter()
-        .filter(|c| c.cluster == Cluster::Platform)
-        .map(|c| (c.api.api_version(), c.api.kind.clone(), c.api.plural.clone()));
+    let observed = d.observations.iter().filter(|o| o.cluster == Cluster::Platform).map(|o| &o.api);
+    let written = d.capabilities.iter().filter(|c| c.cluster == Cluster::Platform).map(|c| &c.api);
     observed
         .chain(written)
-        .filter(|(api_version, kind, _)| !(api_version == "v1" && (kind == "Secret" || kind == "Namespace")))
-        .filter(|(api_version, kind, _)| seen.insert((api_version.clone(), kind.clone())))
-        .map(|(api_version, kind, plural)| apply::api_resource(&api_version, &kind, &plural))
+        .filter(|api| !(api.group.is_empty() && (api.kind == "Secret" || api.kind == "Namespace")))
+        .filter(|api| seen.insert((api.api_version(), api.kind.clone())))
+        .map(resource::of_kind)
         .collect()
 }
 
@@ -60,10 +53,7 @@ fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<Dynamic
 
 /// Runs the controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    let service: Api<DynamicObject> = match &ctx.watch_namespace {
-        Some(ns) => Api::namespaced_with(ctx.onboarding.clone(), ns, &ctx.service),
-        None => Api::all_with(ctx.onboarding.clone(), &ctx.service),
-    };
+    let service = resource::dynamic_api(&ctx.onboarding, &ctx.service, ctx.watch_namespace.as_deref());
     let provider_selector = Owner::provider_selector(&ctx.provider_name);
     let mut controller = Controller::new_with(service, watcher::Config::default().any_semantic(), ctx.service.clone())
         .with_config(controller::Config::default().concurrency(8));
@@ -104,7 +94,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let sources: Api<Secret> = Api::namespaced(ctx.platform.clone(), &ctx.pod_namespace);
     let c = ctx.clone();
     controller = controller.watches_with(sources, (), watcher::Config::default(), move |secret: Secret| {
-        let users = c.users_of_secret(&secret.name_any());
+        let users = c.instances.users_of_secret(&secret.name_any());
         users.into_iter().map(|(ns, name)| instance_ref(&c, &ns, &name)).collect::<Vec<_>>()
     });
 

@@ -3,15 +3,13 @@
 //! probes and metrics on their ports, SIGTERM to stop, and leader election
 //! between two replicas.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use host_test_support::*;
 use serde_json::json;
-use support::*;
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -45,9 +43,7 @@ impl Replica {
             .arg("--metrics-secure=false")
             .args(["--watch-namespace", &f.ns])
             .arg("--plugin")
-            .arg(std::env::var("KRO_PLUGIN_WASM").unwrap_or_else(|_| {
-                format!("{}/../target/wasm32-wasip2/plugin/guest_kro.wasm", env!("CARGO_MANIFEST_DIR"))
-            }))
+            .arg(plugin_path(plugins::KRO))
             .env("KUBECONFIG", f.env.platform.kubeconfig_path())
             .env("POD_NAMESPACE", &f.pod_ns)
             .env("POD_NAME", pod)

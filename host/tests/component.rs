@@ -6,44 +6,21 @@
 //! and `.ci/run` do); the paths can be overridden with `KRO_PLUGIN_WASM` and
 //! `MISBEHAVING_PLUGIN_WASM`.
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use guest_kro::KroProvider;
 use guest_kro::cases::{self, Call};
-use service_provider_host::sandbox::{Limits, Plugin, Sandbox};
+use host_test_support::plugins::{self, MISBEHAVING};
+use service_provider_host::sandbox::{Limits, Plugin};
 use service_provider_sdk::contract::{Input, PlanError, Provider};
 
-fn wasm(env: &str, file: &str) -> PathBuf {
-    let path = std::env::var_os(env)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin").join(file));
-    assert!(
-        path.is_file(),
-        "{} not found: build the plugins first with `task build-plugins` (or set {env})",
-        path.display()
-    );
-    path
-}
-
-fn sandbox() -> &'static Sandbox {
-    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
-    SANDBOX.get_or_init(|| Sandbox::new().expect("engine"))
-}
-
 /// Compiled once per test binary: a debug-build compile takes seconds.
-fn kro() -> &'static Plugin {
-    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
-    PLUGIN.get_or_init(|| {
-        let path = wasm("KRO_PLUGIN_WASM", "guest_kro.wasm");
-        sandbox().load_file(&path, None, Limits::default()).expect("the Kro plugin loads")
-    })
+fn kro() -> Plugin {
+    plugins::plugin()
 }
 
 fn misbehaving(limits: Limits) -> Plugin {
-    let path = wasm("MISBEHAVING_PLUGIN_WASM", "misbehaving_plugin.wasm");
-    sandbox().load_file(&path, None, limits).expect("the misbehaving plugin loads (describe is well-behaved)")
+    plugins::load(MISBEHAVING, limits)
 }
 
 #[test]
@@ -67,28 +44,28 @@ fn normalized<T: serde::Serialize, E: serde::Serialize>(result: &Result<T, E>) -
     value
 }
 
-#[test]
-fn every_shared_case_gives_identical_answers_through_the_component() {
+#[tokio::test]
+async fn every_shared_case_gives_identical_answers_through_the_component() {
     let all = cases::all();
     assert!(!all.is_empty());
     for case in all {
         match case.call {
             Call::Plan => {
                 let native = KroProvider::plan(&case.input);
-                let component = kro().plan(&case.input).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+                let component = kro().plan(&case.input).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));
                 assert_eq!(normalized(&component), normalized(&native), "case {:?}", case.name);
             }
             Call::Cleanup => {
                 let native = KroProvider::cleanup(&case.input);
-                let component = kro().cleanup(&case.input).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+                let component = kro().cleanup(&case.input).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));
                 assert_eq!(component, native, "case {:?}", case.name);
             }
         }
     }
 }
 
-#[test]
-fn garbage_input_is_an_error_not_a_trap() {
+#[tokio::test]
+async fn garbage_input_is_an_error_not_a_trap() {
     let base = cases::input(cases::kro("mcp-01", "default", "v0.9.3"), Some(cases::provider_config()));
     let variants: Vec<(&str, Input)> = vec![
         ("object is not JSON", Input { object: "{not json".into(), ..base.clone() }),
@@ -105,36 +82,36 @@ fn garbage_input_is_an_error_not_a_trap() {
         }),
     ];
     for (name, input) in variants {
-        match kro().plan(&input).unwrap_or_else(|e| panic!("{name}: trapped: {e}")) {
+        match kro().plan(&input).await.unwrap_or_else(|e| panic!("{name}: trapped: {e}")) {
             Err(PlanError::InvalidInput(i)) => assert!(!i.message.is_empty(), "{name}"),
             Err(PlanError::Transient(m)) => assert!(m.contains("not valid JSON"), "{name}: {m}"),
             Ok(plan) => panic!("{name}: expected an error, got {plan:?}"),
         }
-        assert_eq!(normalized(&kro().plan(&input).unwrap()), normalized(&KroProvider::plan(&input)), "{name}");
+        assert_eq!(normalized(&kro().plan(&input).await.unwrap()), normalized(&KroProvider::plan(&input)), "{name}");
     }
 }
 
-#[test]
-fn a_plugin_that_never_returns_is_stopped_at_its_deadline() {
+#[tokio::test]
+async fn a_plugin_that_never_returns_is_stopped_at_its_deadline() {
     let limits = Limits { timeout: Duration::from_millis(200), ..Limits::default() };
     let plugin = misbehaving(limits);
     let input = cases::input(cases::kro("mcp-01", "default", "v1"), None);
     let started = Instant::now();
-    let err = plugin.plan(&input).expect_err("must be interrupted");
+    let err = plugin.plan(&input).await.expect_err("must be interrupted");
     let elapsed = started.elapsed();
     assert!(err.to_string().contains("exceeded its time budget of 200ms"), "{err}");
     assert!(elapsed >= Duration::from_millis(200), "stopped too early: {elapsed:?}");
     assert!(elapsed < Duration::from_secs(5), "stopped too late: {elapsed:?}");
     // A fresh store per call: the plugin is usable again afterwards.
-    let again = plugin.plan(&input).expect_err("interrupted again");
+    let again = plugin.plan(&input).await.expect_err("interrupted again");
     assert!(again.to_string().contains("time budget"), "{again}");
 }
 
-#[test]
-fn a_plugin_that_hoards_memory_is_stopped_at_its_limit() {
-    let limits = Limits { memory_bytes: 32 << 20, timeout: Duration::from_secs(10) };
+#[tokio::test]
+async fn a_plugin_that_hoards_memory_is_stopped_at_its_limit() {
+    let limits = Limits { memory_bytes: 32 << 20, timeout: Duration::from_secs(10), ..Limits::default() };
     let plugin = misbehaving(limits);
     let input = cases::input(cases::kro("mcp-01", "default", "v1"), None);
-    let err = plugin.cleanup(&input).expect_err("must hit the memory limit");
+    let err = plugin.cleanup(&input).await.expect_err("must hit the memory limit");
     assert!(err.to_string().contains("exceeded its memory limit of 32 MiB"), "{err}");
 }

@@ -2,12 +2,11 @@
 //! fresh API servers (no project CRDs yet), with onboarding access granted
 //! through the openmcp simulator.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use envtest::crds::{self, Purpose};
 use envtest::{Cluster, ClusterOptions, OpenMcpSimulator, SimulatorOptions};
+use host_test_support::{plugin_path, plugins, unique};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -15,17 +14,8 @@ use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::time::Duration;
 
-fn unique(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!("{prefix}-{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed))
-}
-
-fn plugin() -> PathBuf {
-    let path = std::env::var_os("KRO_PLUGIN_WASM").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin/guest_kro.wasm")
-    });
-    assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
-    path
+fn plugin() -> std::path::PathBuf {
+    plugin_path(plugins::KRO)
 }
 
 /// Runs `service-provider-host init` (off the async threads) as openmcp's

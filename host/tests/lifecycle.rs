@@ -2,17 +2,15 @@
 //! with the Kro component, the openmcp and Flux simulators, one behaviour
 //! per test. Run with `task test` (builds the plugin and the API servers).
 
-mod support;
-
 use std::time::Duration;
 
+use host_test_support::*;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use service_provider_host::reconcile;
 use std::sync::Arc;
-use support::*;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
 
@@ -632,5 +630,63 @@ async fn a_rotated_control_plane_kubeconfig_is_picked_up() {
     secrets.patch(&secret_name, &PatchParams::default(), &Patch::Merge(&set(restored))).await.unwrap();
     f.patch_kro("mcp-01", trigger).await;
     f.wait_kro("mcp-01", "Ready again", |k| k["status"]["phase"] == "Ready").await;
+    f.stop_operator().await;
+}
+
+/// Pruning: an object the plugin stops planning is deleted; objects of the
+/// same kind that are not the instance's (a user's, another instance's)
+/// stay, and deleting the instance leaves nothing of it behind.
+#[tokio::test]
+async fn an_object_the_plugin_stops_planning_is_pruned_and_nothing_else() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use service_provider_host::owner::Owner;
+
+    let mut f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true }).await;
+    f.provider_config(json!([version("v1", "1")])).await;
+    f.start_operator_with(workload_echo_plugin()).await;
+    f.create_kro("mcp-01", "v7+a+b").await;
+    f.wait_ready("mcp-01").await;
+
+    let workload = f.workload.as_ref().unwrap().client().await.unwrap();
+    let config_maps: Api<ConfigMap> = Api::namespaced(workload, "default");
+    for name in ["echo", "echo-a", "echo-b"] {
+        config_maps.get(name).await.unwrap_or_else(|e| panic!("{name} planned and applied: {e}"));
+    }
+    // Bystanders: a user's ConfigMap, and one of another instance of the
+    // same provider (owner labels and annotation, as the host writes them).
+    let other = Owner { provider: f.provider.clone(), name: "mcp-02".into(), namespace: f.ns.clone() };
+    for (name, labels, annotations) in [
+        ("users-own", None, None),
+        (
+            "echo-c",
+            Some(other.labels()),
+            Some([(service_provider_host::owner::ANNOTATION_INSTANCE.to_string(), other.annotation())].into()),
+        ),
+    ] {
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta { name: Some(name.into()), labels, annotations, ..Default::default() },
+            ..Default::default()
+        };
+        config_maps.create(&PostParams::default(), &cm).await.expect("bystander created");
+    }
+
+    f.patch_kro("mcp-01", json!({"spec": {"version": "v7+a"}})).await;
+    eventually("echo-b pruned", WAIT, || async {
+        config_maps.get_opt("echo-b").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    for name in ["echo", "echo-a", "users-own", "echo-c"] {
+        assert!(config_maps.get_opt(name).await.unwrap().is_some(), "{name} must stay");
+    }
+    f.wait_kro("mcp-01", "Ready for generation 2", |k| k["status"]["observedGeneration"] == 2).await;
+
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    for name in ["echo", "echo-a"] {
+        assert!(config_maps.get_opt(name).await.unwrap().is_none(), "{name} removed with the instance");
+    }
+    for name in ["users-own", "echo-c"] {
+        assert!(config_maps.get_opt(name).await.unwrap().is_some(), "{name} is not the instance's and stays");
+    }
     f.stop_operator().await;
 }

@@ -6,16 +6,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use host_test_support::plugins::{self, root};
 
 fn plugin() -> PathBuf {
-    let path = std::env::var_os("KRO_PLUGIN_WASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/wasm32-wasip2/plugin/guest_kro.wasm"));
-    assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
-    path
+    plugins::plugin_path(plugins::KRO)
 }
 
 /// A per-test-binary cache, so only the first render compiles the component.

@@ -18,8 +18,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::chain;
-use crate::Error;
+use super::PluginError;
 
 /// The artifact file for this component and engine.
 fn artifact_path(engine: &Engine, wasm: &[u8], dir: &Path) -> PathBuf {
@@ -29,7 +28,7 @@ fn artifact_path(engine: &Engine, wasm: &[u8], dir: &Path) -> PathBuf {
     dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
 }
 
-pub(super) fn load_or_compile(engine: &Engine, wasm: &[u8], dir: &Path) -> Result<Component, Error> {
+pub(super) fn load_or_compile(engine: &Engine, wasm: &[u8], dir: &Path) -> Result<Component, PluginError> {
     let path = artifact_path(engine, wasm, dir);
     if path.is_file() {
         // SAFETY: the file was produced by `precompile_component` below, for
@@ -39,16 +38,13 @@ pub(super) fn load_or_compile(engine: &Engine, wasm: &[u8], dir: &Path) -> Resul
         }
         // Unreadable or incompatible: fall through and replace it.
     }
-    let artifact = engine
-        .precompile_component(wasm)
-        .map_err(|e| Error::Plugin(format!("compiling the component: {}", chain(&e))))?;
-    let io = |source| Error::Io { path: path.clone(), source };
+    let artifact = engine.precompile_component(wasm).map_err(|e| PluginError::Compile(e.into()))?;
+    let io = |source| PluginError::Cache { path: path.clone(), source };
     std::fs::create_dir_all(dir).map_err(io)?;
     // Write then rename, so a concurrent reader never sees half a file.
     let partial = path.with_extension(format!("partial-{}", std::process::id()));
     std::fs::write(&partial, &artifact).map_err(io)?;
     std::fs::rename(&partial, &path).map_err(io)?;
     // SAFETY: as above; we just wrote these bytes.
-    unsafe { Component::deserialize(engine, &artifact) }
-        .map_err(|e| Error::Plugin(format!("loading the precompiled component: {}", chain(&e))))
+    unsafe { Component::deserialize(engine, &artifact) }.map_err(|e| PluginError::Compile(e.into()))
 }

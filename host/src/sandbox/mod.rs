@@ -2,67 +2,56 @@
 //!
 //! - One [`Engine`] per process, with epoch interruption always on; a ticker
 //!   thread advances the epoch every [`EPOCH_TICK`].
-//! - A plugin is compiled once (or loaded precompiled from the cache, see
-//!   [`cache`]) and linked once into an `InstancePre`.
+//! - Preparing a plugin compiles it once (or loads it precompiled from the
+//!   cache, see [`cache`]) and links it once into an `InstancePre`: that is
+//!   [`Prepared`]. Reading its descriptor turns it into a [`Plugin`].
 //! - Every call gets a fresh `Store` and instance: no state survives between
-//!   reconciles, and a trap (deadline, memory, guest bug) poisons only the
-//!   store that is thrown away anyway.
-//! - Every store has a deadline and a memory limit ([`Limits`]).
+//!   reconciles, and a trap poisons only the store that is thrown away anyway.
+//! - Calls are async. The guest yields to the executor at every epoch tick,
+//!   and the whole call (instantiation included) runs under a
+//!   `tokio::time::timeout`, so the deadline fires whatever the guest does:
+//!   spinning, or sleeping in a WASI `poll` (async in this linker, so it
+//!   never blocks a host thread either).
+//! - Every store has all of [`Limits`]: memory, tables, instances, WASI
+//!   handles; the limiter records which limit a trap came from. Input and
+//!   output sizes are checked on the host side.
 //! - The plugin gets a WASI context with nothing in it: no environment,
-//!   arguments, files, sockets or stdio. Rust's std links WASI imports even
-//!   for pure code, so the linker must provide them, but they grant nothing.
+//!   arguments, files, sockets, name lookups or stdio. Rust's std links WASI
+//!   imports even for pure code, so the linker must provide them, but they
+//!   grant nothing.
 
 mod cache;
 mod convert;
-
-use convert::Convert;
+mod error;
+mod limits;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use convert::Convert;
+pub use error::{Cause, PluginError};
+pub use limits::{EPOCH_TICK, Limits};
+use limits::{Hit, Limiter};
 use service_provider_sdk::contract as sdk;
 use wasmtime::component::{Component, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::Error;
-
 pub(crate) mod bindings {
-    wasmtime::component::bindgen!({ world: "plugin", path: "../wit" });
+    wasmtime::component::bindgen!({ world: "plugin", path: "../wit", exports: { default: async } });
 }
 
-/// How often the epoch advances; the granularity of plugin deadlines.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+use bindings::open_control_plane::service_provider::types as wit;
 
-/// Resource limits applied to every plugin call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Wall-clock budget of one call.
-    pub timeout: Duration,
-    /// Maximum linear memory of the instance, in bytes.
-    pub memory_bytes: usize,
-}
+/// Largest random buffer a guest may ask the host for in one WASI call.
+const MAX_RANDOM_BYTES: u64 = 64 << 10;
 
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { timeout: Duration::from_secs(2), memory_bytes: 64 << 20 }
-    }
-}
-
-impl Limits {
-    /// The epoch deadline in ticks: one extra tick because the current tick
-    /// is already partly over when the call starts.
-    fn deadline_ticks(&self) -> u64 {
-        (self.timeout.as_millis() / EPOCH_TICK.as_millis()) as u64 + 1
-    }
-}
-
-/// Per-store state: an empty WASI context and the memory limiter.
+/// Per-store state: an empty WASI context and the limiter.
 struct State {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limiter: Limiter,
 }
 
 impl WasiView for State {
@@ -78,46 +67,49 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    pub fn new() -> Result<Self, Error> {
+    pub fn new() -> Result<Self, PluginError> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
-        // Bound guest recursion well below the host thread's stack.
+        // Bound guest recursion well below the async fiber's stack.
         config.max_wasm_stack(1 << 20);
-        let engine = Engine::new(&config).map_err(|e| Error::Sandbox(format!("creating the engine: {}", chain(&e))))?;
+        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(e.into()))?;
         spawn_ticker(&engine);
         Ok(Sandbox { engine })
     }
 
     /// Compiles (or loads from `cache_dir`) a plugin component and links it.
-    pub fn load(&self, wasm: &[u8], cache_dir: Option<&Path>, limits: Limits) -> Result<Plugin, Error> {
+    /// No plugin code runs yet.
+    pub fn prepare(&self, wasm: &[u8], cache_dir: Option<&Path>) -> Result<Prepared, PluginError> {
         let started = Instant::now();
         let component = match cache_dir {
             Some(dir) => cache::load_or_compile(&self.engine, wasm, dir)?,
-            None => Component::new(&self.engine, wasm)
-                .map_err(|e| Error::Plugin(format!("compiling the component: {}", chain(&e))))?,
+            None => Component::new(&self.engine, wasm).map_err(|e| PluginError::Compile(e.into()))?,
         };
         let compile_time = started.elapsed();
         let mut linker = Linker::<State>::new(&self.engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|e| Error::Sandbox(format!("linking WASI: {}", chain(&e))))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| PluginError::Engine(e.into()))?;
         let pre = linker
             .instantiate_pre(&component)
             .and_then(bindings::PluginPre::new)
-            .map_err(|e| Error::Plugin(format!("the component does not fit the plugin world: {}", chain(&e))))?;
-        let mut plugin = Plugin {
-            inner: Arc::new(PluginInner { engine: self.engine.clone(), pre, limits }),
-            descriptor: None,
-            compile_time,
-        };
-        plugin.descriptor = Some(plugin.call(|p, s| p.call_describe(s))?.convert());
-        Ok(plugin)
+            .map_err(|e| PluginError::Incompatible(e.into()))?;
+        Ok(Prepared { engine: self.engine.clone(), pre, compile_time })
     }
 
-    /// Reads and loads a plugin from a `.wasm` file.
-    pub fn load_file(&self, path: &Path, cache_dir: Option<&Path>, limits: Limits) -> Result<Plugin, Error> {
-        let wasm = std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-        self.load(&wasm, cache_dir, limits)
+    /// Reads and prepares a plugin from a `.wasm` file.
+    pub fn prepare_file(&self, path: &Path, cache_dir: Option<&Path>) -> Result<Prepared, PluginError> {
+        let wasm = std::fs::read(path).map_err(|source| PluginError::Cache { path: path.to_path_buf(), source })?;
+        self.prepare(&wasm, cache_dir)
+    }
+
+    /// Prepares a plugin file and reads its descriptor.
+    pub async fn load_file(
+        &self,
+        path: &Path,
+        cache_dir: Option<&Path>,
+        limits: Limits,
+    ) -> Result<Plugin, PluginError> {
+        self.prepare_file(path, cache_dir)?.describe(limits).await
     }
 }
 
@@ -137,86 +129,188 @@ fn spawn_ticker(engine: &Engine) {
         .expect("spawning the epoch ticker thread");
 }
 
-struct PluginInner {
+/// A compiled and linked plugin whose descriptor has not been read yet:
+/// cheap to clone (tests compile once per binary and describe per test).
+#[derive(Clone)]
+pub struct Prepared {
     engine: Engine,
     pre: bindings::PluginPre<State>,
-    limits: Limits,
-}
-
-/// A loaded plugin: cheap to clone, safe to call from many threads.
-#[derive(Clone)]
-pub struct Plugin {
-    inner: Arc<PluginInner>,
-    descriptor: Option<sdk::Descriptor>,
     compile_time: Duration,
 }
 
-type Provider = bindings::exports::open_control_plane::service_provider::provider::Guest;
+/// One call of the provider interface.
+enum Call<'a> {
+    Describe,
+    Plan(&'a wit::Input),
+    Cleanup(&'a wit::Input),
+}
+
+/// What a call returned.
+enum Answer {
+    Describe(Box<wit::Descriptor>),
+    Plan(Result<wit::ReconcilePlan, wit::PlanError>),
+    Cleanup(Result<wit::CleanupPlan, wit::PlanError>),
+}
+
+impl Prepared {
+    /// Calls `describe` (under the same limits as every call, so a plugin
+    /// that hangs there fails the start-up instead of hanging it).
+    pub async fn describe(&self, limits: Limits) -> Result<Plugin, PluginError> {
+        let Answer::Describe(descriptor) = self.call("plugin", &limits, Call::Describe).await? else {
+            unreachable!("describe answers describe")
+        };
+        Ok(Plugin { inner: Arc::new(Inner { prepared: self.clone(), limits, descriptor: (*descriptor).convert() }) })
+    }
+
+    /// One call in a fresh store, under every limit.
+    async fn call(&self, plugin: &str, limits: &Limits, call: Call<'_>) -> Result<Answer, PluginError> {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits.handles);
+        let wasi = WasiCtx::builder()
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .max_random_size(MAX_RANDOM_BYTES)
+            .build();
+        let mut store = Store::new(&self.engine, State { wasi, table, limiter: Limiter::new(limits) });
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_async_yield_and_update(1);
+        let run = async {
+            let instance = self.pre.instantiate_async(&mut store).await?;
+            let provider = instance.open_control_plane_service_provider_provider();
+            Ok::<_, wasmtime::Error>(match call {
+                Call::Describe => Answer::Describe(Box::new(provider.call_describe(&mut store).await?)),
+                Call::Plan(input) => Answer::Plan(provider.call_plan(&mut store, input).await?),
+                Call::Cleanup(input) => Answer::Cleanup(provider.call_cleanup(&mut store, input).await?),
+            })
+        };
+        let plugin = plugin.to_string();
+        match tokio::time::timeout(limits.timeout, run).await {
+            Err(_) => Err(PluginError::Timeout { plugin, budget: limits.timeout }),
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(error)) => Err(match store.data().limiter.hit {
+                Some(Hit::Memory) => {
+                    PluginError::Limit { plugin, limit: format!("memory limit of {} MiB", limits.memory_bytes >> 20) }
+                }
+                Some(Hit::Table) => {
+                    PluginError::Limit { plugin, limit: format!("table limit of {} elements", limits.table_elements) }
+                }
+                None => PluginError::Trap { plugin, source: error.into() },
+            }),
+        }
+    }
+}
+
+struct Inner {
+    prepared: Prepared,
+    limits: Limits,
+    descriptor: sdk::Descriptor,
+}
+
+/// A loaded plugin: cheap to clone, safe to call from many tasks at once.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<Inner>,
+}
 
 impl Plugin {
     /// What the plugin declared about itself (read once at load).
     pub fn descriptor(&self) -> &sdk::Descriptor {
-        self.descriptor.as_ref().expect("set in Sandbox::load")
+        &self.inner.descriptor
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.descriptor.name
     }
 
     /// How long compiling (or loading the precompiled) component took.
     pub fn compile_time(&self) -> Duration {
-        self.compile_time
+        self.inner.prepared.compile_time
     }
 
-    pub fn limits(&self) -> Limits {
-        self.inner.limits
+    pub async fn plan(&self, input: &sdk::Input) -> Result<Result<sdk::Plan, sdk::PlanError>, PluginError> {
+        let input = self.checked_input(input)?;
+        let Answer::Plan(result) = self.call(Call::Plan(&input)).await? else { unreachable!("plan answers plan") };
+        let result: Result<sdk::Plan, sdk::PlanError> = result.convert();
+        if let Ok(plan) = &result {
+            self.check_output("a plan", plan, plan.objects.len() + plan.secret_copies.len())?;
+        }
+        Ok(result)
     }
 
-    pub fn plan(&self, input: &sdk::Input) -> Result<Result<sdk::Plan, sdk::PlanError>, Error> {
-        let input = input.clone().convert();
-        Ok(self.call(|p, s| p.call_plan(s, &input))?.convert())
-    }
-
-    pub fn cleanup(&self, input: &sdk::Input) -> Result<Result<sdk::CleanupPlan, sdk::PlanError>, Error> {
-        let input = input.clone().convert();
-        Ok(self.call(|p, s| p.call_cleanup(s, &input))?.convert())
-    }
-
-    /// One call in a fresh store with a deadline and a memory limit.
-    fn call<R>(&self, f: impl FnOnce(&Provider, &mut Store<State>) -> wasmtime::Result<R>) -> Result<R, Error> {
-        let limits = self.inner.limits;
-        let state = State {
-            wasi: WasiCtx::builder().build(),
-            table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .trap_on_grow_failure(true)
-                .instances(16)
-                .build(),
+    pub async fn cleanup(&self, input: &sdk::Input) -> Result<Result<sdk::CleanupPlan, sdk::PlanError>, PluginError> {
+        let input = self.checked_input(input)?;
+        let Answer::Cleanup(result) = self.call(Call::Cleanup(&input)).await? else {
+            unreachable!("cleanup answers cleanup")
         };
-        let mut store = Store::new(&self.inner.engine, state);
-        store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(limits.deadline_ticks());
-        let instance = self.inner.pre.instantiate(&mut store).map_err(|e| self.failure(&e))?;
-        f(instance.open_control_plane_service_provider_provider(), &mut store).map_err(|e| self.failure(&e))
+        let result: Result<sdk::CleanupPlan, sdk::PlanError> = result.convert();
+        if let Ok(plan) = &result {
+            let objects = match plan {
+                sdk::CleanupPlan::Teardown(t) => t.objects.len() + t.secret_copies.len(),
+                sdk::CleanupPlan::Blocked(_) => 0,
+            };
+            self.check_output("a cleanup plan", plan, objects)?;
+        }
+        Ok(result)
     }
 
-    /// Words a failed call so an operator knows what happened to whom.
-    fn failure(&self, error: &wasmtime::Error) -> Error {
-        let name = self.descriptor.as_ref().map_or("plugin", |d| d.name.as_str());
-        let limits = self.inner.limits;
-        let message = match error.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => {
-                format!("plugin {name} exceeded its time budget of {:?}", limits.timeout)
-            }
-            _ if chain(error).contains("forcing trap when growing memory") => {
-                format!("plugin {name} exceeded its memory limit of {} MiB", limits.memory_bytes >> 20)
-            }
-            _ => format!("plugin {name} failed: {}", chain(error)),
-        };
-        Error::Plugin(message)
+    async fn call(&self, call: Call<'_>) -> Result<Answer, PluginError> {
+        self.inner.prepared.call(self.name(), &self.inner.limits, call).await
+    }
+
+    /// Refuses inputs over the limit (the host gathered them, but a cluster
+    /// full of observed objects must not turn into an unbounded guest
+    /// allocation), then converts them.
+    fn checked_input(&self, input: &sdk::Input) -> Result<wit::Input, PluginError> {
+        let bytes = input.object.len()
+            + input.provider_config.as_ref().map_or(0, String::len)
+            + input.observed.iter().flat_map(|o| &o.objects).map(String::len).sum::<usize>();
+        let max = self.inner.limits.input_bytes;
+        if bytes > max {
+            return Err(PluginError::TooLarge { plugin: self.name().into(), what: "an input", bytes, max });
+        }
+        Ok(input.clone().convert())
+    }
+
+    /// Refuses outputs over the size or object-count limits before the host
+    /// parses anything in them.
+    fn check_output(
+        &self,
+        what: &'static str,
+        output: &impl serde::Serialize,
+        objects: usize,
+    ) -> Result<(), PluginError> {
+        let limits = &self.inner.limits;
+        let plugin = || self.name().to_string();
+        if objects > limits.objects {
+            return Err(PluginError::Limit {
+                plugin: plugin(),
+                limit: format!("limit of {} objects per plan", limits.objects),
+            });
+        }
+        let bytes = serialized_len(output);
+        if bytes > limits.output_bytes {
+            return Err(PluginError::TooLarge { plugin: plugin(), what, bytes, max: limits.output_bytes });
+        }
+        Ok(())
     }
 }
 
-/// The whole cause chain of a wasmtime error on one line.
-fn chain(error: &wasmtime::Error) -> String {
-    error.chain().map(|e| e.to_string()).collect::<Vec<_>>().join(": ")
+/// The length of a value's JSON serialisation, without building it.
+fn serialized_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(usize::MAX, |()| count.0)
 }
 
 #[cfg(test)]
@@ -224,30 +318,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn deadline_has_one_tick_of_slack() {
-        let limits = Limits { timeout: Duration::from_millis(100), memory_bytes: 0 };
-        assert_eq!(limits.deadline_ticks(), 11);
-        assert_eq!(Limits::default().deadline_ticks(), 201);
-    }
-
-    #[test]
     fn a_component_that_is_not_a_plugin_is_refused() {
         let sandbox = Sandbox::new().unwrap();
-        // An empty component: valid, but exports nothing.
-        let empty = wat_component();
-        let err = sandbox.load(&empty, None, Limits::default()).err().expect("must fail");
+        // The smallest valid component binary: header only, exports nothing.
+        let empty = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+        let err = sandbox.prepare(&empty, None).err().expect("must fail");
         assert!(err.to_string().contains("does not fit the plugin world"), "{err}");
     }
 
     #[test]
     fn garbage_bytes_are_a_clear_error() {
         let sandbox = Sandbox::new().unwrap();
-        let err = sandbox.load(b"not wasm", None, Limits::default()).err().expect("must fail");
+        let err = sandbox.prepare(b"not wasm", None).err().expect("must fail");
         assert!(err.to_string().contains("compiling the component"), "{err}");
+        assert!(std::error::Error::source(&err).is_some(), "the cause is kept");
     }
 
-    /// The smallest valid component binary: header only.
-    fn wat_component() -> Vec<u8> {
-        vec![0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00]
+    #[test]
+    fn serialized_lengths_are_exact() {
+        let value = serde_json::json!({"a": [1, 2, "three"]});
+        assert_eq!(serialized_len(&value), value.to_string().len());
     }
 }

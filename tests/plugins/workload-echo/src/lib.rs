@@ -1,6 +1,8 @@
-//! A minimal plugin for the host's workload-cluster tests. It serves the Kro
-//! API (so the project's CRDs can be reused) but asks for a workload cluster
-//! and echoes `spec.version` into the ConfigMap `default/echo` there.
+//! A minimal plugin for the host's workload-cluster and pruning tests. It
+//! serves the Kro API (so the project's CRDs can be reused) but asks for a
+//! workload cluster and echoes `spec.version` into the ConfigMap
+//! `default/echo` there. A version `v7+a+b` echoes `v7` and also plans the
+//! ConfigMaps `echo-a` and `echo-b`, so a test can make the plan shrink.
 
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{
@@ -27,7 +29,7 @@ impl Provider for Echo {
                 cluster: Cluster::Workload,
                 api: ApiKind::new("", "v1", "ConfigMap", "configmaps", true),
                 scope: NamespaceScope::Named("default".into()),
-                names: vec!["echo".into()],
+                names: vec![],
             }],
             ..Descriptor::new(
                 "echo",
@@ -49,13 +51,19 @@ impl Provider for Echo {
         if input.context.workload.is_none() {
             return Err(PlanError::Transient("no workload cluster access".into()));
         }
-        let config_map = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "echo", "namespace": "default"},
-            "data": {"version": version},
-        });
+        let mut parts = version.split('+');
+        let echoed = parts.next().unwrap_or_default();
+        let config_map = |name: String| {
+            let manifest = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "default"},
+                "data": {"version": echoed},
+            });
+            DesiredObject { cluster: Cluster::Workload, manifest: manifest.to_string() }
+        };
+        let objects = std::iter::once("echo".to_string()).chain(parts.map(|p| format!("echo-{p}"))).map(config_map);
         Ok(Plan {
-            objects: vec![DesiredObject { cluster: Cluster::Workload, manifest: config_map.to_string() }],
+            objects: objects.collect(),
             secret_copies: vec![],
             status: ServiceStatus {
                 phase: "Ready".into(),

@@ -1,85 +1,14 @@
-//! Asking the plugin for a plan, and holding it to its word.
-//!
-//! A plugin is untrusted code: whatever it asks the host to apply, copy or
-//! delete must be covered by the capability allow-list it declared in
-//! `describe()`, and must be a well-formed object on a cluster the host can
-//! reach for this instance. A violation fails the whole reconcile before
-//! anything is written.
+//! Holding a plan to the plugin's word: every object it asks the host to
+//! write or delete must be well formed, on a cluster the instance reaches,
+//! and covered by a capability.
 
 use serde_json::Value;
-use service_provider_sdk::contract::{
-    Capability, CleanupPlan, Cluster, Context, Descriptor, Input, ObjectRef, Plan, PlanError, SecretCopy, ServiceStatus,
-};
+use service_provider_sdk::contract::{Capability, Cluster, Context, Descriptor, ObjectRef, Plan, Teardown};
 
+use super::Manifest;
 use crate::Error;
-use crate::gather::{reachable, scope_namespace};
-use crate::sandbox::Plugin;
-
-/// A parsed desired object with its identity pulled out.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Manifest {
-    pub cluster: Cluster,
-    pub api_version: String,
-    pub kind: String,
-    /// REST plural, from the capability that allows the object.
-    pub plural: String,
-    pub name: String,
-    pub namespace: Option<String>,
-    pub object: Value,
-}
-
-impl Manifest {
-    pub fn group(&self) -> &str {
-        group_of(&self.api_version)
-    }
-}
-
-/// The API group of an `apiVersion` (empty for the core group).
-pub fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(group, _)| group)
-}
-
-/// A plan that passed the checks, with its objects parsed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CheckedPlan {
-    pub manifests: Vec<Manifest>,
-    pub secret_copies: Vec<SecretCopy>,
-    pub status: ServiceStatus,
-    pub requeue_after_seconds: u32,
-}
-
-/// Calls `plan` and checks the result against the descriptor.
-pub fn reconcile(plugin: &Plugin, input: &Input) -> Result<Result<CheckedPlan, PlanError>, Error> {
-    match plugin.plan(input)? {
-        Ok(plan) => {
-            let manifests = check_plan(plugin.descriptor(), &input.context, &plan)?;
-            Ok(Ok(CheckedPlan {
-                manifests,
-                secret_copies: plan.secret_copies,
-                status: plan.status,
-                requeue_after_seconds: plan.requeue_after_seconds,
-            }))
-        }
-        Err(e) => Ok(Err(e)),
-    }
-}
-
-/// Calls `cleanup` and checks the result against the descriptor.
-pub fn cleanup(plugin: &Plugin, input: &Input) -> Result<Result<CleanupPlan, PlanError>, Error> {
-    let result = plugin.cleanup(input)?;
-    if let Ok(CleanupPlan::Teardown(teardown)) = &result {
-        let d = plugin.descriptor();
-        for r in teardown.objects.iter().chain(&teardown.secret_copies) {
-            check_ref(d, &input.context, r)?;
-        }
-        for r in &teardown.secret_copies {
-            if r.kind != "Secret" || r.api_version != "v1" {
-                return Err(violation(d, format!("secret copy {} {} is not a v1 Secret", r.kind, r.name)));
-            }
-        }
-    }
-    Ok(result)
-}
+use crate::instance::{reachable, scope_namespace};
+use crate::resource::group_of;
 
 fn violation(descriptor: &Descriptor, message: String) -> Error {
     Error::Contract { plugin: descriptor.name.clone(), message }
@@ -134,7 +63,7 @@ fn check_target<'d>(
         .ok_or_else(|| violation(descriptor, format!("{what} is not covered by its capability allow-list")))
 }
 
-fn check_ref(descriptor: &Descriptor, context: &Context, r: &ObjectRef) -> Result<(), Error> {
+pub fn check_ref(descriptor: &Descriptor, context: &Context, r: &ObjectRef) -> Result<(), Error> {
     let target = Target {
         cluster: r.cluster,
         group: group_of(&r.api_version),
@@ -144,6 +73,19 @@ fn check_ref(descriptor: &Descriptor, context: &Context, r: &ObjectRef) -> Resul
     };
     let what = target.describe();
     check_target(descriptor, context, target, &what, false).map(drop)
+}
+
+/// Checks a teardown: every deletion covered, copies are v1 Secrets.
+pub fn check_teardown(descriptor: &Descriptor, context: &Context, teardown: &Teardown) -> Result<(), Error> {
+    for r in teardown.objects.iter().chain(&teardown.secret_copies) {
+        check_ref(descriptor, context, r)?;
+    }
+    for r in &teardown.secret_copies {
+        if r.kind != "Secret" || r.api_version != "v1" {
+            return Err(violation(descriptor, format!("secret copy {} {} is not a v1 Secret", r.kind, r.name)));
+        }
+    }
+    Ok(())
 }
 
 /// Parses a desired object and pulls out its identity.
@@ -205,9 +147,12 @@ pub fn check_plan(descriptor: &Descriptor, context: &Context, plan: &Plan) -> Re
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use service_provider_sdk::contract::{ApiKind, DesiredObject, KubeconfigRef, NamespaceScope};
+    use service_provider_sdk::contract::{
+        ApiKind, DesiredObject, KubeconfigRef, NamespaceScope, SecretCopy, ServiceStatus,
+    };
 
     use super::*;
+    use crate::plan::{CheckedPlan, Step};
 
     fn descriptor() -> Descriptor {
         let kind = ApiKind::new("g", "v1", "S", "s", true);
@@ -362,8 +307,25 @@ mod tests {
     }
 
     #[test]
-    fn groups_come_from_api_versions() {
-        assert_eq!(group_of("v1"), "");
-        assert_eq!(group_of("helm.toolkit.fluxcd.io/v2"), "helm.toolkit.fluxcd.io");
+    fn namespaces_come_first_then_copies_then_the_rest() {
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
+        let p = plan(
+            vec![(Cluster::Platform, deployment("web", "mcp--t")), (Cluster::ControlPlane, ns)],
+            vec![copy(Cluster::Platform, "mcp--t")],
+        );
+        let checked = CheckedPlan {
+            manifests: check_plan(&descriptor(), &context(true), &p).unwrap(),
+            secret_copies: p.secret_copies.clone(),
+            status: p.status.clone(),
+            requeue_after_seconds: 60,
+        };
+        let order: Vec<String> = checked
+            .steps()
+            .map(|s| match s {
+                Step::Apply(m) => m.kind.clone(),
+                Step::Copy(c) => format!("copy {}", c.source_name),
+            })
+            .collect();
+        assert_eq!(order, ["Namespace", "copy src", "Deployment"]);
     }
 }

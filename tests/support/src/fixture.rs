@@ -6,16 +6,13 @@
 //! Platform and onboarding clusters are shared per test binary. The openmcp
 //! and Flux simulators of `envtest` play the parts that are not running.
 
-#![allow(dead_code)]
-
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use envtest::crds::{self, Purpose};
-pub use envtest::eventually;
-use envtest::{Cluster, ClusterOptions, FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
+use envtest::{
+    Cluster, ClusterOptions, FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv, eventually,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
@@ -26,61 +23,37 @@ use service_provider_host::clusters;
 use service_provider_host::metrics::Metrics;
 use service_provider_host::operator::{self, Settings};
 use service_provider_host::reconcile::Context;
-use service_provider_host::sandbox::{Limits, Plugin, Sandbox};
+use service_provider_host::sandbox::Plugin;
 use service_provider_sdk::{contract, names};
+
+use crate::plugins::plugin;
+use crate::unique;
 
 pub const WAIT: Duration = Duration::from_secs(60);
 pub const GROUP: &str = "kro.services.open-control-plane.io";
 
-/// Unique within this test binary run (namespaces are never deleted: no
-/// namespace controller runs).
-pub fn unique(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!("{prefix}-{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed))
-}
-
-fn load(env: &str, file: &str) -> Plugin {
-    let path = std::env::var_os(env)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/plugin").join(file));
-    assert!(path.is_file(), "{} not found: run `task build-plugins` first", path.display());
-    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
-    let sandbox = SANDBOX.get_or_init(|| Sandbox::new().expect("engine"));
-    sandbox.load_file(&path, None, Limits::default()).expect("the plugin loads")
-}
-
-/// The Kro component, compiled once per test binary.
-pub fn plugin() -> Plugin {
-    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
-    PLUGIN.get_or_init(|| load("KRO_PLUGIN_WASM", "guest_kro.wasm")).clone()
-}
-
-/// A test plugin that asks for a workload cluster (`tests/plugins/workload-echo`).
-pub fn workload_echo_plugin() -> Plugin {
-    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
-    PLUGIN.get_or_init(|| load("WORKLOAD_ECHO_PLUGIN_WASM", "workload_echo_plugin.wasm")).clone()
-}
-
 pub fn kro_resource() -> ApiResource {
-    service_provider_host::apply::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes")
+    service_provider_host::resource::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes")
 }
 
 pub fn provider_config_resource() -> ApiResource {
-    service_provider_host::apply::api_resource(&format!("{GROUP}/v1alpha1"), "ProviderConfig", "providerconfigs")
+    service_provider_host::resource::api_resource(&format!("{GROUP}/v1alpha1"), "ProviderConfig", "providerconfigs")
 }
 
 pub fn flux_resource(kind: &str) -> ApiResource {
     match kind {
         "OCIRepository" => {
-            service_provider_host::apply::api_resource("source.toolkit.fluxcd.io/v1", kind, "ocirepositories")
+            service_provider_host::resource::api_resource("source.toolkit.fluxcd.io/v1", kind, "ocirepositories")
         }
-        "HelmRelease" => service_provider_host::apply::api_resource("helm.toolkit.fluxcd.io/v2", kind, "helmreleases"),
+        "HelmRelease" => {
+            service_provider_host::resource::api_resource("helm.toolkit.fluxcd.io/v2", kind, "helmreleases")
+        }
         other => panic!("not a Flux kind: {other}"),
     }
 }
 
 pub fn rgd_resource() -> ApiResource {
-    service_provider_host::apply::api_resource(
+    service_provider_host::resource::api_resource(
         "kro.run/v1alpha1",
         "ResourceGraphDefinition",
         "resourcegraphdefinitions",

@@ -1,0 +1,88 @@
+//! Onboarding access at start-up: the provider's own ClusterRequest and
+//! AccessRequest for the onboarding cluster, as the openmcp library makes
+//! them.
+
+use std::time::{Duration, Instant};
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+use service_provider_sdk::contract::{KubeconfigRef, PolicyRule};
+use service_provider_sdk::names;
+
+use super::{GROUP, Grant, LABEL_MANAGED_BY, access_request_resource, cluster_request_resource, grant, rules_json};
+use crate::Error;
+
+/// Onboarding access at start-up: the ClusterRequest and AccessRequest
+/// `<controller>--<local_name>` in the pod namespace; waits for both to be
+/// granted and returns the kubeconfig Secret reference.
+pub async fn request_onboarding_access(
+    platform: &Client,
+    pod_namespace: &str,
+    controller: &str,
+    local_name: &str,
+    rules: &[PolicyRule],
+    timeout: Duration,
+    field_manager: &str,
+) -> Result<KubeconfigRef, Error> {
+    let name =
+        names::shorten(&format!("{}--{}", controller.to_lowercase(), local_name.to_lowercase()), names::MAX_NAME_LEN);
+    let labels = json!({LABEL_MANAGED_BY: names::label_value(controller)});
+    let params = PatchParams::apply(field_manager).force();
+    let deadline = Instant::now() + timeout;
+
+    let cr_api: Api<DynamicObject> = Api::namespaced_with(platform.clone(), pod_namespace, &cluster_request_resource());
+    let cr = json!({
+        "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "ClusterRequest",
+        "metadata": {"name": name, "namespace": pod_namespace, "labels": labels},
+        "spec": {"purpose": "onboarding"},
+    });
+    cr_api
+        .patch(&name, &params, &Patch::Apply(&cr))
+        .await
+        .map_err(|e| Error::kube(format!("applying ClusterRequest {pod_namespace}/{name}"), e))?;
+    wait_for_grant(&cr_api, &name, "ClusterRequest", deadline).await?;
+
+    let ar_api: Api<DynamicObject> = Api::namespaced_with(platform.clone(), pod_namespace, &access_request_resource());
+    let ar = json!({
+        "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "AccessRequest",
+        "metadata": {"name": name, "namespace": pod_namespace, "labels": labels},
+        "spec": {
+            "requestRef": {"name": name, "namespace": pod_namespace},
+            "token": {"permissions": [{"rules": rules_json(rules)}]},
+        },
+    });
+    ar_api
+        .patch(&name, &params, &Patch::Apply(&ar))
+        .await
+        .map_err(|e| Error::kube(format!("applying AccessRequest {pod_namespace}/{name}"), e))?;
+    match wait_for_grant(&ar_api, &name, "AccessRequest", deadline).await? {
+        at if at.name.is_empty() => {
+            Err(Error::Access(format!("AccessRequest {pod_namespace}/{name} is granted without status.secretRef")))
+        }
+        at => Ok(at),
+    }
+}
+
+async fn wait_for_grant(
+    api: &Api<DynamicObject>,
+    name: &str,
+    kind: &str,
+    deadline: Instant,
+) -> Result<KubeconfigRef, Error> {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let live = api.get(name).await.map_err(|e| Error::kube(format!("reading {kind} {name}"), e))?;
+        match grant(&live) {
+            Grant::Granted(at) => return Ok(at),
+            Grant::Denied => return Err(Error::Access(format!("{kind} {name} was denied"))),
+            Grant::Pending if Instant::now() >= deadline => {
+                return Err(Error::Timeout(format!("{kind} {name} was not granted in time")));
+            }
+            Grant::Pending => {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! An instance's requests on the platform cluster: its AccessRequests and
+//! its workload ClusterRequest, created, kept up to date and deleted with
+//! the cluster-access library's finalizer handling.
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use super::{FINALIZER, InstanceAccess, access_request_resource, cluster_request_resource};
+use crate::Error;
+
+/// Whether the object carries every label of `labels` (a JSON object).
+fn has_labels(meta: &ObjectMeta, labels: &Value) -> bool {
+    let live = meta.labels.as_ref();
+    labels
+        .as_object()
+        .is_some_and(|want| want.iter().all(|(k, v)| live.and_then(|l| l.get(k)).map(String::as_str) == v.as_str()))
+}
+
+/// Creates the namespace if it does not exist yet (the ControlPlane
+/// controller normally has). Never updates or deletes it.
+pub async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error> {
+    let api = Api::<Namespace>::all(platform.clone());
+    if api.get_opt(name).await.map_err(|e| Error::kube(format!("reading namespace {name}"), e))?.is_some() {
+        return Ok(());
+    }
+    let ns =
+        Namespace { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, ..Default::default() };
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
+        Err(e) => Err(Error::kube(format!("creating namespace {name}"), e)),
+    }
+}
+
+/// One of an instance's requests (AccessRequest or workload ClusterRequest)
+/// on the platform cluster.
+struct Handle {
+    api: Api<DynamicObject>,
+    name: String,
+    /// `Kind namespace/name`, for messages.
+    what: String,
+}
+
+/// What a lookup found.
+enum Found {
+    Missing,
+    /// Exists, but without this instance's labels: not ours to touch.
+    Foreign,
+    Ours(Box<DynamicObject>),
+}
+
+impl Handle {
+    fn new(platform: &Client, request: &InstanceAccess<'_>, resource: &ApiResource) -> Self {
+        let name = request.name();
+        Handle {
+            api: Api::namespaced_with(platform.clone(), request.tenant_namespace, resource),
+            what: format!("{} {}/{name}", resource.kind, request.tenant_namespace),
+            name,
+        }
+    }
+
+    async fn find(&self, labels: &Value) -> Result<Found, Error> {
+        let live = self.api.get_opt(&self.name).await.map_err(|e| Error::kube(format!("reading {}", self.what), e))?;
+        Ok(match live {
+            None => Found::Missing,
+            Some(live) if has_labels(&live.metadata, labels) => Found::Ours(Box::new(live)),
+            Some(_) => Found::Foreign,
+        })
+    }
+
+    fn not_ours(&self) -> Error {
+        Error::Conflict(format!("{} already exists but is not managed by this provider", self.what))
+    }
+
+    async fn create(&self, manifest: Value, field_manager: &str) -> Result<DynamicObject, Error> {
+        let object: DynamicObject =
+            serde_json::from_value(manifest).map_err(|e| Error::json(format!("building {}", self.what), e))?;
+        self.api
+            .create(&PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() }, &object)
+            .await
+            .map_err(|e| Error::kube(format!("creating {}", self.what), e))
+    }
+
+    /// Asks for deletion; true if it was already gone.
+    async fn delete(&self) -> Result<bool, Error> {
+        match self.api.delete(&self.name, &Default::default()).await {
+            Ok(_) => Ok(false),
+            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(true),
+            Err(e) => Err(Error::kube(format!("deleting {}", self.what), e)),
+        }
+    }
+}
+
+fn deleting(live: &DynamicObject) -> bool {
+    live.metadata.deletion_timestamp.is_some()
+}
+
+fn finalizers(live: &DynamicObject) -> Vec<String> {
+    live.metadata.finalizers.clone().unwrap_or_default()
+}
+
+/// Creates the AccessRequest, or brings its token rules up to date. Writes
+/// nothing when it already matches. Returns the live object.
+pub async fn ensure_access_request(
+    platform: &Client,
+    request: &InstanceAccess<'_>,
+    field_manager: &str,
+) -> Result<DynamicObject, Error> {
+    let handle = Handle::new(platform, request, &access_request_resource());
+    let live = match handle.find(&request.labels()).await? {
+        Found::Missing => return handle.create(request.manifest(), field_manager).await,
+        Found::Foreign => return Err(handle.not_ours()),
+        Found::Ours(live) => *live,
+    };
+    if deleting(&live) {
+        return Ok(live);
+    }
+    let token = request.token();
+    let mut finalizers = finalizers(&live);
+    let finalized = finalizers.iter().any(|f| f == FINALIZER);
+    if live.data.pointer("/spec/token") == Some(&token) && finalized {
+        return Ok(live);
+    }
+    if !finalized {
+        finalizers.push(FINALIZER.to_string());
+    }
+    let patch = json!({"metadata": {"finalizers": finalizers}, "spec": {"token": token}});
+    handle
+        .api
+        .patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("updating {}", handle.what), e))
+}
+
+/// Deletes the instance's AccessRequest and, once only the cluster-access
+/// finalizer is left on it, removes that finalizer (as the openmcp library
+/// does). Returns true when it is gone. One that is not ours is left alone,
+/// but does not block the deletion.
+pub async fn delete_access_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
+    let handle = Handle::new(platform, request, &access_request_resource());
+    let live = match handle.find(&request.labels()).await? {
+        Found::Missing | Found::Foreign => return Ok(true),
+        Found::Ours(live) => live,
+    };
+    if !deleting(&live) {
+        return handle.delete().await;
+    }
+    if finalizers(&live) == [FINALIZER] {
+        let patch = json!({"metadata": {"finalizers": [], "resourceVersion": live.metadata.resource_version}});
+        match handle.api.patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => {}
+            Err(e) => return Err(Error::kube(format!("removing the finalizer of {}", handle.what), e)),
+        }
+    }
+    Ok(false)
+}
+
+/// Creates the workload ClusterRequest if it does not exist (its spec is
+/// immutable). Returns the live object.
+pub async fn ensure_cluster_request(
+    platform: &Client,
+    request: &InstanceAccess<'_>,
+    field_manager: &str,
+) -> Result<DynamicObject, Error> {
+    let handle = Handle::new(platform, request, &cluster_request_resource());
+    match handle.find(&request.labels()).await? {
+        Found::Missing => handle.create(request.cluster_request_manifest(), field_manager).await,
+        Found::Foreign => Err(handle.not_ours()),
+        Found::Ours(live) => Ok(*live),
+    }
+}
+
+/// Deletes the workload ClusterRequest; returns true once it is gone.
+pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
+    let handle = Handle::new(platform, request, &cluster_request_resource());
+    match handle.find(&request.labels()).await? {
+        Found::Missing | Found::Foreign => Ok(true),
+        Found::Ours(live) if !deleting(&live) => handle.delete().await,
+        Found::Ours(_) => Ok(false),
+    }
+}
+
+/// Reads the instance's AccessRequest, if any.
+pub async fn get_access_request(
+    platform: &Client,
+    request: &InstanceAccess<'_>,
+) -> Result<Option<DynamicObject>, Error> {
+    let handle = Handle::new(platform, request, &access_request_resource());
+    handle.api.get_opt(&handle.name).await.map_err(|e| Error::kube(format!("reading {}", handle.what), e))
+}

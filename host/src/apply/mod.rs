@@ -1,0 +1,175 @@
+//! Applying a plan: server-side apply of the desired objects, copies of
+//! Secrets ([`copy`]), ordered deletion, and pruning of what the instance
+//! owns but no longer plans ([`prune`]).
+//!
+//! Every object the host writes carries owner labels (see [`crate::owner`]),
+//! which is how watches map it back to its instance and how orphans are
+//! found: no owner references cross clusters.
+//!
+//! A no-op reconcile must not write. Each applied object carries the hash of
+//! what was applied; when the live object still has that hash and still
+//! contains every applied field with the applied value, applying again would
+//! change nothing and is skipped. A user's edit of an applied field, or a
+//! changed plan, makes the check fail and the object is applied again.
+
+pub mod copy;
+pub mod prune;
+
+use kube::Client;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use service_provider_sdk::contract::ObjectRef;
+use sha2::{Digest, Sha256};
+
+use crate::Error;
+use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
+use crate::plan::Manifest;
+use crate::resource::{api_resource, dynamic_api};
+
+pub use copy::copy_secret;
+pub use prune::{Scope, prune};
+
+/// What applying did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Unchanged,
+    Written,
+}
+
+/// Whether every field of `want` is in `have` with the same value. Lists must
+/// match element by element; extra fields in `have` (server defaults, status,
+/// other managers' fields) do not matter.
+pub fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w.iter().all(|(k, wv)| h.get(k).is_some_and(|hv| contains(hv, wv))),
+        (Value::Array(h), Value::Array(w)) => h.len() == w.len() && h.iter().zip(w).all(|(hv, wv)| contains(hv, wv)),
+        (Value::Number(h), Value::Number(w)) => h.as_f64() == w.as_f64(),
+        _ => have == want,
+    }
+}
+
+fn hash(value: &Value) -> String {
+    let digest = Sha256::digest(value.to_string().as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The object as the host applies it: owner labels, the exact owner, and the
+/// hash of all that.
+pub fn decorate(object: &Value, owner: &Owner) -> Value {
+    let mut object = object.clone();
+    let meta = object.as_object_mut().expect("manifests are objects").entry("metadata").or_insert_with(|| json!({}));
+    let labels = meta.as_object_mut().expect("metadata is an object").entry("labels").or_insert_with(|| json!({}));
+    for (k, v) in owner.labels() {
+        labels[k] = json!(v);
+    }
+    meta["annotations"][ANNOTATION_INSTANCE] = json!(owner.annotation());
+    let digest = hash(&object);
+    object["metadata"]["annotations"][ANNOTATION_APPLIED] = json!(digest);
+    object
+}
+
+/// Server-side applies one desired object, unless that would change nothing.
+pub async fn apply(client: &Client, manifest: &Manifest, owner: &Owner, field_manager: &str) -> Result<Change, Error> {
+    let resource = api_resource(&manifest.api_version, &manifest.kind, &manifest.plural);
+    let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
+    let desired = decorate(&manifest.object, owner);
+    let what = || {
+        format!(
+            "{} {}",
+            manifest.kind,
+            manifest.namespace.as_ref().map_or(manifest.name.clone(), |ns| format!("{ns}/{}", manifest.name))
+        )
+    };
+    let live = api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?;
+    if let Some(live) = live
+        && contains(&serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?, &desired)
+    {
+        return Ok(Change::Unchanged);
+    }
+    api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&desired))
+        .await
+        .map_err(|e| Error::kube(format!("applying {} on the {} cluster", what(), manifest.cluster), e))?;
+    Ok(Change::Written)
+}
+
+/// Deletes one object the host manages. Returns true once it is gone.
+/// Objects without this instance's owner labels are not ours and count as
+/// gone: the host never deletes what it did not create.
+pub async fn delete(client: &Client, target: &ObjectRef, owner: &Owner) -> Result<bool, Error> {
+    let resource = api_resource(&target.api_version, &target.kind, &target.plural);
+    let api = dynamic_api(client, &resource, target.namespace.as_deref());
+    let what = || format!("{} {}", target.kind, target.name);
+    let live = match api.get_opt(&target.name).await {
+        Ok(live) => live,
+        // The kind itself is not served (CRD gone): nothing left to delete.
+        Err(kube::Error::Api(s)) if s.is_not_found() => None,
+        Err(e) => return Err(Error::kube(format!("reading {}", what()), e)),
+    };
+    let Some(live) = live else { return Ok(true) };
+    if !owner.owns(&live.metadata) {
+        return Ok(true);
+    }
+    if live.metadata.deletion_timestamp.is_none() {
+        match api.delete(&target.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(true),
+            Err(e) => return Err(Error::kube(format!("deleting {}", what()), e)),
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::owner::{LABEL_INSTANCE_NAME, LABEL_PROVIDER};
+
+    fn owner() -> Owner {
+        Owner { provider: "kro".into(), name: "mcp-01".into(), namespace: "default".into() }
+    }
+
+    #[test]
+    fn containment_ignores_extra_fields_but_not_changed_ones() {
+        let live = json!({"spec": {"interval": "1m", "timeout": "60s", "ref": {"tag": "0.9.3"}, "list": [{"a": 1, "b": 2}]}, "status": {}});
+        assert!(contains(&live, &json!({"spec": {"interval": "1m", "ref": {"tag": "0.9.3"}}})));
+        assert!(contains(&live, &json!({"spec": {"list": [{"a": 1}]}})));
+        assert!(!contains(&live, &json!({"spec": {"ref": {"tag": "0.9.4"}}})));
+        assert!(!contains(&live, &json!({"spec": {"list": [{"a": 1}, {"a": 2}]}})));
+        assert!(!contains(&live, &json!({"spec": {"missing": true}})));
+        assert!(contains(&json!({"n": 3.0}), &json!({"n": 3})));
+    }
+
+    #[test]
+    fn decoration_adds_owner_labels_and_a_stable_hash() {
+        let m = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "labels": {"app": "y"}}});
+        let a = decorate(&m, &owner());
+        assert_eq!(a["metadata"]["labels"]["app"], "y");
+        assert_eq!(a["metadata"]["labels"][LABEL_PROVIDER], "kro");
+        assert_eq!(a["metadata"]["labels"][LABEL_INSTANCE_NAME], "mcp-01");
+        assert_eq!(a["metadata"]["annotations"][ANNOTATION_INSTANCE], "default/mcp-01");
+        assert_eq!(a, decorate(&m, &owner()), "deterministic");
+        let mut changed = m.clone();
+        changed["data"] = json!({"k": "v"});
+        assert_ne!(
+            decorate(&changed, &owner())["metadata"]["annotations"][ANNOTATION_APPLIED],
+            a["metadata"]["annotations"][ANNOTATION_APPLIED]
+        );
+    }
+
+    #[test]
+    fn a_field_dropped_from_the_plan_forces_a_new_apply() {
+        let with = json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"a": 1, "b": 2}});
+        let without = json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"a": 1}});
+        let live = decorate(&with, &owner());
+        // `without` is contained field-wise, but its hash differs.
+        assert!(!contains(&live, &decorate(&without, &owner())));
+        assert!(contains(&live, &decorate(&with, &owner())));
+    }
+
+    #[test]
+    fn decorated_objects_are_owned() {
+        let decorated = decorate(&json!({"metadata": {"name": "x"}}), &owner());
+        let meta: kube::api::ObjectMeta = serde_json::from_value(decorated["metadata"].clone()).unwrap();
+        assert!(owner().owns(&meta));
+    }
+}

@@ -1,0 +1,92 @@
+//! Pruning: deleting what an instance owns but no longer plans.
+//!
+//! After a successful apply the host knows the instance's *inventory*: every
+//! object and copy the plan asked for. Anything else that carries the
+//! instance's owner labels, of a kind and in a scope the plugin may write,
+//! is an orphan and is deleted, whatever its kind. Namespaces are never
+//! pruned: deleting one deletes everything in it, including what others put
+//! there.
+//!
+//! Listing costs requests, so the reconcile prunes only when the inventory
+//! differs from the one it last pruned against (always after a restart), and
+//! once with an empty inventory when the instance is deleted.
+
+use kube::Client;
+use kube::api::{ApiResource, DeleteParams, ListParams};
+use service_provider_sdk::contract::{Cluster, Context, Descriptor};
+
+use crate::Error;
+use crate::instance::scope_namespace;
+use crate::owner::Owner;
+use crate::plan::{Inventory, ObjectKey};
+use crate::resource::{self, dynamic_api, kind_absent};
+
+/// Where to look for orphans: a kind, and a namespace (all namespaces, or
+/// cluster-scoped, when `None`).
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub resource: ApiResource,
+    pub namespace: Option<String>,
+}
+
+impl Scope {
+    /// Every kind and namespace the plugin may write to on `cluster`, once.
+    pub fn writable(descriptor: &Descriptor, context: &Context, cluster: Cluster) -> Vec<Scope> {
+        let mut scopes: Vec<Scope> = Vec::new();
+        for c in descriptor.capabilities.iter().filter(|c| c.cluster == cluster) {
+            let namespace = scope_namespace(&c.scope, context).map(str::to_string);
+            let resource = resource::of_kind(&c.api);
+            if !scopes.iter().any(|s| s.resource == resource && s.namespace == namespace) {
+                scopes.push(Scope { resource, namespace });
+            }
+        }
+        scopes
+    }
+}
+
+/// Deletes every object of `scopes` on one cluster that `owner` owns and
+/// `keep` does not list. Returns how many deletions were requested.
+pub async fn prune(
+    client: &Client,
+    cluster: Cluster,
+    scopes: &[Scope],
+    owner: &Owner,
+    keep: &Inventory,
+) -> Result<usize, Error> {
+    let selector = owner.selector();
+    let mut deleted = 0;
+    for scope in scopes.iter().filter(|s| !(s.resource.kind == "Namespace" && s.resource.group.is_empty())) {
+        let kind = &scope.resource.kind;
+        let api = dynamic_api(client, &scope.resource, scope.namespace.as_deref());
+        let listed = match api.list_metadata(&ListParams::default().labels(&selector)).await {
+            Ok(list) => list.items,
+            Err(e) if kind_absent(&e) => continue,
+            Err(e) => return Err(Error::kube(format!("listing {kind} objects to prune on the {cluster} cluster"), e)),
+        };
+        for object in listed {
+            let meta = &object.metadata;
+            let (Some(name), None) = (meta.name.clone(), meta.deletion_timestamp.as_ref()) else { continue };
+            let key = ObjectKey {
+                cluster,
+                group: scope.resource.group.clone(),
+                kind: kind.clone(),
+                namespace: meta.namespace.clone(),
+                name: name.clone(),
+            };
+            // The exact owner, not just the (possibly shortened) labels.
+            if keep.contains(&key) || !owner.owns(meta) {
+                continue;
+            }
+            let api = dynamic_api(client, &scope.resource, meta.namespace.as_deref());
+            match api.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => deleted += 1,
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(e) => {
+                    let place = meta.namespace.as_ref().map_or(name.clone(), |ns| format!("{ns}/{name}"));
+                    return Err(Error::kube(format!("deleting orphaned {kind} {place} on the {cluster} cluster"), e));
+                }
+            }
+        }
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,125 @@
+//! Asking the plugin for a plan, and holding it to its word.
+//!
+//! A plugin is untrusted code: whatever it asks the host to apply, copy or
+//! delete must be covered by the capability allow-list it declared in
+//! `describe()`, and must be a well-formed object on a cluster the host can
+//! reach for this instance. A violation fails the whole reconcile before
+//! anything is written.
+
+use serde_json::Value;
+use service_provider_sdk::contract::{CleanupPlan, Cluster, Input, PlanError, SecretCopy, ServiceStatus};
+
+mod check;
+
+pub use check::{check_plan, check_ref, check_teardown, manifest};
+
+use crate::Error;
+use crate::resource::group_of;
+use crate::sandbox::Plugin;
+
+/// A parsed desired object with its identity pulled out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    pub cluster: Cluster,
+    pub api_version: String,
+    pub kind: String,
+    /// REST plural, from the capability that allows the object.
+    pub plural: String,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub object: Value,
+}
+
+impl Manifest {
+    pub fn group(&self) -> &str {
+        group_of(&self.api_version)
+    }
+
+    fn is_namespace(&self) -> bool {
+        self.kind == "Namespace" && self.api_version == "v1"
+    }
+}
+
+/// One object a plan asks the host to write (an object or a copy).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub cluster: Cluster,
+    pub group: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// Everything one plan asks the host to write.
+pub type Inventory = std::collections::BTreeSet<ObjectKey>;
+
+/// A plan that passed the checks, with its objects parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedPlan {
+    pub manifests: Vec<Manifest>,
+    pub secret_copies: Vec<SecretCopy>,
+    pub status: ServiceStatus,
+    pub requeue_after_seconds: u32,
+}
+
+/// One step of applying a plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step<'a> {
+    Apply(&'a Manifest),
+    Copy(&'a SecretCopy),
+}
+
+impl CheckedPlan {
+    /// Every object and copy this plan writes.
+    pub fn inventory(&self) -> Inventory {
+        let objects = self.manifests.iter().map(|m| ObjectKey {
+            cluster: m.cluster,
+            group: m.group().to_string(),
+            kind: m.kind.clone(),
+            namespace: m.namespace.clone(),
+            name: m.name.clone(),
+        });
+        let copies = self.secret_copies.iter().map(|c| ObjectKey {
+            cluster: c.target_cluster,
+            group: String::new(),
+            kind: "Secret".into(),
+            namespace: Some(c.target_namespace.clone()),
+            name: c.target_name.clone(),
+        });
+        objects.chain(copies).collect()
+    }
+
+    /// The order the host applies a plan in (and `render` shows): Namespaces
+    /// first, then the copies (which may need those namespaces), then every
+    /// other object in the plugin's order.
+    pub fn steps(&self) -> impl Iterator<Item = Step<'_>> {
+        let namespaces = self.manifests.iter().filter(|m| m.is_namespace());
+        let others = self.manifests.iter().filter(|m| !m.is_namespace());
+        namespaces.map(Step::Apply).chain(self.secret_copies.iter().map(Step::Copy)).chain(others.map(Step::Apply))
+    }
+}
+
+/// Calls `plan` and checks the result against the descriptor.
+pub async fn reconcile(plugin: &Plugin, input: &Input) -> Result<Result<CheckedPlan, PlanError>, Error> {
+    match plugin.plan(input).await? {
+        Ok(plan) => {
+            let manifests = check_plan(plugin.descriptor(), &input.context, &plan)?;
+            Ok(Ok(CheckedPlan {
+                manifests,
+                secret_copies: plan.secret_copies,
+                status: plan.status,
+                requeue_after_seconds: plan.requeue_after_seconds,
+            }))
+        }
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// Calls `cleanup` and checks the result against the descriptor.
+pub async fn cleanup(plugin: &Plugin, input: &Input) -> Result<Result<CleanupPlan, PlanError>, Error> {
+    let result = plugin.cleanup(input).await?;
+    if let Ok(CleanupPlan::Teardown(teardown)) = &result {
+        check_teardown(plugin.descriptor(), &input.context, teardown)?;
+    }
+    Ok(result)
+}

@@ -1,0 +1,88 @@
+//! Cluster access for one instance, as both reconcile paths need it: the
+//! apply path requests and waits for it; the cleanup path uses only what is
+//! still granted.
+
+use kube::Client;
+use service_provider_sdk::contract::{Cluster, KubeconfigRef};
+use tracing::warn;
+
+use super::Context;
+use crate::Error;
+use crate::access::{self, Grant, InstanceAccess, Target};
+use crate::instance::Instance;
+
+/// The request for one of the instance's clusters.
+pub(super) fn instance_access<'a>(
+    ctx: &'a Context,
+    instance: &'a Instance,
+    tenant: &'a str,
+    target: Target,
+) -> InstanceAccess<'a> {
+    let access = &ctx.descriptor().access;
+    InstanceAccess {
+        controller: &ctx.descriptor().service.group,
+        instance_name: &instance.name,
+        instance_namespace: &instance.namespace,
+        tenant_namespace: tenant,
+        rules: match target {
+            Target::ControlPlane => &access.control_plane_rules,
+            Target::Workload => &access.workload_rules,
+        },
+        target,
+    }
+}
+
+/// What obtaining one cluster's access came to.
+pub(super) enum Obtained {
+    Granted(KubeconfigRef),
+    /// Not yet: the status says what we wait for.
+    Waiting(String),
+}
+
+fn what(target: Target) -> &'static str {
+    match target {
+        Target::ControlPlane => "ControlPlane",
+        Target::Workload => "workload cluster",
+    }
+}
+
+/// Requests access (creating the workload ClusterRequest first when needed)
+/// and reads the grant.
+pub(super) async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Result<Obtained, Error> {
+    let place = format!("{}/{}", request.tenant_namespace, request.name());
+    if request.target == Target::Workload {
+        let cluster_request = access::ensure_cluster_request(&ctx.platform, request, &ctx.field_manager).await?;
+        if access::grant(&cluster_request) == Grant::Denied {
+            return Err(Error::Access(format!("the workload cluster was denied: ClusterRequest {place}")));
+        }
+    }
+    let live = access::ensure_access_request(&ctx.platform, request, &ctx.field_manager).await?;
+    let what = what(request.target);
+    match access::grant(&live) {
+        Grant::Granted(at) => Ok(Obtained::Granted(at)),
+        Grant::Denied => Err(Error::Access(format!("{what} access was denied: AccessRequest {place}"))),
+        Grant::Pending => Ok(Obtained::Waiting(format!("Waiting for {what} access (AccessRequest {place})"))),
+    }
+}
+
+/// During deletion: access only while the AccessRequest is alive and
+/// granted, and a client for it if the cluster answers.
+pub(super) async fn remaining_access(
+    ctx: &Context,
+    request: &InstanceAccess<'_>,
+    cluster: Cluster,
+) -> Result<Option<(KubeconfigRef, Client)>, Error> {
+    let live = access::get_access_request(&ctx.platform, request).await?;
+    let granted = live.filter(|ar| ar.metadata.deletion_timestamp.is_none()).and_then(|ar| match access::grant(&ar) {
+        Grant::Granted(at) => Some(at),
+        _ => None,
+    });
+    let Some(at) = granted else { return Ok(None) };
+    match ctx.clients.get(&ctx.platform, &at, cluster, &ctx.metrics).await {
+        Ok(client) => Ok(Some((at, client))),
+        Err(e) => {
+            warn!(request = %request.name(), error = %crate::error::report(&e), "cluster unreachable during cleanup");
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The apply path of a live instance:
+//! access → gather → plan → apply (in [`Step`] order) → prune → status.
+
+use kube::api::DynamicObject;
+use kube::runtime::controller::Action;
+use serde_json::Value;
+use service_provider_sdk::contract::{Cluster, PlanError};
+use tracing::info;
+
+use super::access::{Obtained, instance_access, obtain};
+use super::{Context, DEFAULT_POLL, Outcome, WAIT, key_of, requeue, timed};
+use crate::access::{self, Target};
+use crate::apply::{self, Change, Scope};
+use crate::error::report;
+use crate::instance::{Instance, Reach};
+use crate::plan::{self, CheckedPlan, Step};
+use crate::{Error, gather, status};
+
+/// Reconciles a live instance. Failures are recorded in its status; those
+/// only a person can fix requeue at the poll interval, the others go on to
+/// the error policy (backoff).
+pub(super) async fn apply_instance(
+    object: &DynamicObject,
+    provider_config: Option<&Value>,
+    ctx: &Context,
+) -> Result<(Outcome, Action), Error> {
+    let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
+    let instance = Instance::from_object(&raw)?;
+    let result = match provider_config {
+        Some(provider_config) => apply_with_config(object, &raw, &instance, provider_config, ctx).await,
+        None => Err(Error::UserInput(status::missing_provider_config(ctx.descriptor(), &ctx.provider_name))),
+    };
+    match result {
+        Ok(done) => Ok(done),
+        Err(error) => {
+            ctx.status.write(object, &status::reconcile_error(report(&error)), true).await?;
+            match error.category().needs_a_person() {
+                true => Ok((Outcome::InvalidInput, Action::requeue(DEFAULT_POLL))),
+                false => Err(error),
+            }
+        }
+    }
+}
+
+async fn apply_with_config(
+    object: &DynamicObject,
+    raw: &Value,
+    instance: &Instance,
+    provider_config: &Value,
+    ctx: &Context,
+) -> Result<(Outcome, Action), Error> {
+    let tenant = instance.tenant_namespace();
+    access::ensure_namespace(&ctx.platform, &tenant).await?;
+    let mut targets = vec![Target::ControlPlane];
+    if ctx.descriptor().access.workload_cluster {
+        targets.push(Target::Workload);
+    }
+    let mut granted = Vec::new();
+    for target in targets {
+        match obtain(ctx, &instance_access(ctx, instance, &tenant, target)).await? {
+            Obtained::Granted(at) => granted.push(at),
+            Obtained::Waiting(message) => {
+                ctx.status.write(object, &status::reconciling(message), false).await?;
+                return Ok((Outcome::Waiting, Action::requeue(WAIT)));
+            }
+        }
+    }
+    let control_plane = granted.remove(0);
+    let workload = granted.pop();
+    let cp = ctx.clients.get(&ctx.platform, &control_plane, Cluster::ControlPlane, &ctx.metrics).await?;
+    let wl = match &workload {
+        Some(at) => Some(ctx.clients.get(&ctx.platform, at, Cluster::Workload, &ctx.metrics).await?),
+        None => None,
+    };
+    let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), workload);
+    let reach =
+        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
+    let observed = gather::observe(&reach, ctx.descriptor(), &context, false).await?;
+    let input = gather::input(raw, Some(provider_config), context, observed);
+
+    let plan = match timed(ctx, "plan", plan::reconcile(&ctx.plugin, &input)).await? {
+        Ok(plan) => plan,
+        Err(PlanError::InvalidInput(i)) => {
+            ctx.status.write(object, &status::reconcile_error(&i.message), true).await?;
+            return Ok((Outcome::InvalidInput, requeue(i.requeue_after_seconds)));
+        }
+        Err(PlanError::Transient(message)) => return Err(Error::PluginTransient(message)),
+    };
+
+    // Record the sources first: if a copy fails because its source is
+    // missing, creating that Secret must re-trigger this instance.
+    let key = key_of(object);
+    ctx.instances.set_sources(&key, plan.secret_copies.iter().map(|c| c.source_name.clone()).collect());
+    let writes = write(ctx, instance, &reach, &plan).await?;
+    let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
+    if writes + pruned > 0 {
+        info!(writes, pruned, "applied");
+    }
+    ctx.status.write(object, &plan.status, false).await?;
+    Ok((Outcome::Applied, requeue(plan.requeue_after_seconds)))
+}
+
+/// Applies every step of the plan; returns how many wrote something.
+async fn write(ctx: &Context, instance: &Instance, reach: &Reach<'_>, plan: &CheckedPlan) -> Result<usize, Error> {
+    let owner = instance.owner(&ctx.provider_name);
+    let mut writes = 0;
+    for step in plan.steps() {
+        let change = match step {
+            Step::Apply(m) => {
+                let client = reach.client(m.cluster).expect("checked by plan::check_plan");
+                apply::apply(client, m, &owner, &ctx.field_manager).await?
+            }
+            Step::Copy(copy) => {
+                let target = reach.client(copy.target_cluster).expect("checked by plan::check_plan");
+                apply::copy_secret(&ctx.platform, &ctx.pod_namespace, target, copy, &owner, &ctx.field_manager).await?
+            }
+        };
+        writes += usize::from(change == Change::Written);
+    }
+    Ok(writes)
+}
+
+/// Deletes what the instance owns but the plan no longer asks for, when
+/// the plan's inventory changed since the last prune.
+async fn prune(
+    ctx: &Context,
+    instance: &Instance,
+    reach: &Reach<'_>,
+    context: &service_provider_sdk::contract::Context,
+    plan: &CheckedPlan,
+) -> Result<usize, Error> {
+    let key = (instance.namespace.clone(), instance.name.clone());
+    let inventory = plan.inventory();
+    if !ctx.instances.inventory_changed(&key, &inventory) {
+        return Ok(0);
+    }
+    let owner = instance.owner(&ctx.provider_name);
+    let mut deleted = 0;
+    for (cluster, client) in reach.targets() {
+        let scopes = Scope::writable(ctx.descriptor(), context, cluster);
+        deleted += apply::prune(client, cluster, &scopes, &owner, &inventory).await?;
+    }
+    ctx.instances.pruned(&key, inventory);
+    Ok(deleted)
+}

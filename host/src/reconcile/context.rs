@@ -1,0 +1,173 @@
+//! What every reconcile shares: the plugin, the clients, the status writer,
+//! and the little state the host keeps per instance between reconciles.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use kube::Client;
+use kube::api::ApiResource;
+use kube::runtime::events::Recorder;
+use service_provider_sdk::contract::Descriptor;
+
+use crate::clusters::ClientCache;
+use crate::metrics::Metrics;
+use crate::plan::Inventory;
+use crate::resource;
+use crate::sandbox::Plugin;
+use crate::status::StatusWriter;
+
+/// `(namespace, name)` of a service object.
+pub type InstanceKey = (String, String);
+
+/// Everything a reconcile needs; shared by all reconciles.
+pub struct Context {
+    pub plugin: Plugin,
+    /// `--provider-name`: the ProviderConfig to use and the owner label value.
+    pub provider_name: String,
+    pub pod_namespace: String,
+    pub field_manager: String,
+    pub platform: Client,
+    pub onboarding: Client,
+    pub status: StatusWriter,
+    pub metrics: Arc<Metrics>,
+    pub service: ApiResource,
+    pub provider_config: ApiResource,
+    pub clients: ClientCache,
+    /// Only service objects in this onboarding namespace (all when `None`).
+    pub watch_namespace: Option<String>,
+    /// Per-instance memory of the last reconciles.
+    pub instances: InstanceState,
+}
+
+impl Context {
+    pub fn new(
+        plugin: Plugin,
+        provider_name: String,
+        pod_namespace: String,
+        platform: Client,
+        onboarding: Client,
+        recorder: Recorder,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let d = plugin.descriptor();
+        let service = resource::of_kind(&d.service);
+        let provider_config = resource::of_kind(&d.provider_config);
+        Context {
+            field_manager: format!("service-provider-host/{provider_name}"),
+            status: StatusWriter { onboarding: onboarding.clone(), service: service.clone(), recorder },
+            plugin,
+            provider_name,
+            pod_namespace,
+            platform,
+            onboarding,
+            metrics,
+            service,
+            provider_config,
+            clients: ClientCache::default(),
+            watch_namespace: None,
+            instances: InstanceState::default(),
+        }
+    }
+
+    pub fn descriptor(&self) -> &Descriptor {
+        self.plugin.descriptor()
+    }
+}
+
+/// What the host remembers about instances between reconciles. All of it
+/// can be lost (a restart): it only saves work and makes watches precise.
+#[derive(Default)]
+pub struct InstanceState {
+    /// Source Secrets each instance's last plan copies.
+    secret_users: Mutex<HashMap<InstanceKey, BTreeSet<String>>>,
+    /// Consecutive failures per instance, for exponential backoff.
+    failures: Mutex<HashMap<InstanceKey, u32>>,
+    /// The inventory each instance was last pruned against.
+    inventories: Mutex<HashMap<InstanceKey, Inventory>>,
+}
+
+impl InstanceState {
+    /// Records which source Secrets an instance's plan copies.
+    pub fn set_sources(&self, key: &InstanceKey, sources: BTreeSet<String>) {
+        self.secret_users.lock().expect("not poisoned").insert(key.clone(), sources);
+    }
+
+    /// Instances whose last plan copies the Secret `name` from the pod namespace.
+    pub fn users_of_secret(&self, name: &str) -> Vec<InstanceKey> {
+        let users = self.secret_users.lock().expect("not poisoned");
+        users.iter().filter(|(_, secrets)| secrets.contains(name)).map(|(k, _)| k.clone()).collect()
+    }
+
+    /// One more failure; returns how many in a row.
+    pub fn failed(&self, key: &InstanceKey) -> u32 {
+        let mut failures = self.failures.lock().expect("not poisoned");
+        let n = failures.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    pub fn succeeded(&self, key: &InstanceKey) {
+        self.failures.lock().expect("not poisoned").remove(key);
+    }
+
+    /// Whether `inventory` differs from the one last pruned against.
+    pub fn inventory_changed(&self, key: &InstanceKey, inventory: &Inventory) -> bool {
+        self.inventories.lock().expect("not poisoned").get(key) != Some(inventory)
+    }
+
+    pub fn pruned(&self, key: &InstanceKey, inventory: Inventory) {
+        self.inventories.lock().expect("not poisoned").insert(key.clone(), inventory);
+    }
+
+    /// Forgets an instance (it is gone).
+    pub fn forget(&self, key: &InstanceKey) {
+        self.secret_users.lock().expect("not poisoned").remove(key);
+        self.failures.lock().expect("not poisoned").remove(key);
+        self.inventories.lock().expect("not poisoned").remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ObjectKey;
+
+    fn key(name: &str) -> InstanceKey {
+        ("ns".into(), name.into())
+    }
+
+    #[test]
+    fn secret_users_are_exactly_the_instances_that_copy_it() {
+        let state = InstanceState::default();
+        state.set_sources(&key("a"), BTreeSet::from(["pull".to_string()]));
+        state.set_sources(&key("b"), BTreeSet::from(["other".to_string()]));
+        assert_eq!(state.users_of_secret("pull"), [key("a")]);
+        state.forget(&key("a"));
+        assert!(state.users_of_secret("pull").is_empty());
+    }
+
+    #[test]
+    fn failures_count_up_until_a_success() {
+        let state = InstanceState::default();
+        assert_eq!(state.failed(&key("a")), 1);
+        assert_eq!(state.failed(&key("a")), 2);
+        state.succeeded(&key("a"));
+        assert_eq!(state.failed(&key("a")), 1);
+    }
+
+    #[test]
+    fn an_unknown_inventory_counts_as_changed() {
+        let state = InstanceState::default();
+        let one = Inventory::from([ObjectKey {
+            cluster: service_provider_sdk::contract::Cluster::Platform,
+            group: String::new(),
+            kind: "ConfigMap".into(),
+            namespace: Some("x".into()),
+            name: "y".into(),
+        }]);
+        assert!(state.inventory_changed(&key("a"), &one));
+        state.pruned(&key("a"), one.clone());
+        assert!(!state.inventory_changed(&key("a"), &one));
+        assert!(state.inventory_changed(&key("a"), &Inventory::new()));
+    }
+}

@@ -1,0 +1,213 @@
+//! One reconcile of one service instance.
+//!
+//! ```text
+//! operation annotations ─▶ finalizer ─┬─▶ apply:   access ─▶ gather ─▶ plan ─▶ apply ─▶ prune ─▶ status
+//!                                     └─▶ cleanup: access ─▶ gather ─▶ cleanup plan ─▶ ordered delete ─▶ prune ─▶ revoke access
+//! ```
+//!
+//! [`reconcile`] is the controller's entry point; the two paths live in
+//! [`apply`] and [`cleanup`], the cluster access they share in [`access`],
+//! and the shared state in [`context`].
+
+mod access;
+mod apply;
+mod cleanup;
+pub mod context;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{self, finalizer};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use tracing::{debug, info, instrument, warn};
+
+pub use context::{Context, InstanceKey};
+
+use crate::Error;
+use crate::error::report;
+
+/// The openmcp operation annotation and its values.
+pub const OPERATION: &str = "openmcp.cloud/operation";
+pub const OPERATION_IGNORE: &str = "ignore";
+pub const OPERATION_RECONCILE: &str = "reconcile";
+
+/// How often to look again while waiting for something that will trigger a
+/// watch event anyway (an AccessRequest grant, an object going away).
+const WAIT: Duration = Duration::from_secs(5);
+/// Poll interval used when no plan says otherwise.
+const DEFAULT_POLL: Duration = Duration::from_secs(60);
+
+/// How a reconcile that did not fail ended (the metrics label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An `ignore` operation annotation (on the object or the ProviderConfig).
+    Ignored,
+    /// Only the finalizer was added; the next reconcile does the work.
+    FinalizerAdded,
+    /// Waiting for cluster access to be granted.
+    Waiting,
+    /// The plan was applied.
+    Applied,
+    /// Something only a person can fix; shown in the status.
+    InvalidInput,
+    /// Deletion finished; the finalizer is gone.
+    Deleted,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Ignored => "ignored",
+            Outcome::FinalizerAdded => "finalizer",
+            Outcome::Waiting => "waiting",
+            Outcome::Applied => "applied",
+            Outcome::InvalidInput => "invalid-input",
+            Outcome::Deleted => "deleted",
+        }
+    }
+}
+
+fn key_of(object: &DynamicObject) -> InstanceKey {
+    (object.namespace().unwrap_or_default(), object.name_any())
+}
+
+/// Entry point for the controller: one span per reconcile, so every log
+/// line of it names the instance.
+#[instrument(skip_all, fields(namespace = %object.namespace().unwrap_or_default(), name = %object.name_any()))]
+pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let key = key_of(&object);
+    let result = reconcile_instance(object, &ctx).await;
+    let label = match &result {
+        Ok((outcome, _)) => outcome.label(),
+        Err(e) if e.not_yet().is_some() => "deleting",
+        Err(e) => {
+            ctx.metrics.failed(e.category().label());
+            "error"
+        }
+    };
+    ctx.metrics.reconciled(label, started.elapsed());
+    if result.is_ok() {
+        ctx.instances.succeeded(&key);
+    }
+    result.map(|(_, action)| action)
+}
+
+/// Requeue policy on errors: "not yet" (deletion in progress) waits as asked;
+/// real failures back off exponentially per instance, 1 s up to 5 min.
+pub fn error_policy(object: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
+    if let Some(after) = error.not_yet() {
+        return Action::requeue(after);
+    }
+    let instance = format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any());
+    if stale_finalizer_view(error) {
+        // Another trigger ran on a cached copy from before our own finalizer
+        // patch; the guarded patch refused it. Not a failure: look again.
+        debug!(%instance, "finalizer already being added; retrying");
+        return Action::requeue(Duration::from_millis(200));
+    }
+    let n = ctx.instances.failed(&key_of(&object));
+    let delay = Duration::from_secs(1u64 << (n - 1).min(8)).min(Duration::from_secs(300));
+    warn!(%instance, category = error.category().label(), error = %report(error), retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// The finalizer helper's guarded JSON patch failed its `test` (422) or
+/// conflicted (409): the cached object predates a concurrent change.
+fn stale_finalizer_view(error: &Error) -> bool {
+    matches!(error, Error::Finalizer(inner) if matches!(
+        inner.as_ref(),
+        finalizer::Error::AddFinalizer(kube::Error::Api(s)) | finalizer::Error::RemoveFinalizer(kube::Error::Api(s))
+            if s.code == 422 || s.is_conflict()
+    ))
+}
+
+fn operation(object: &DynamicObject) -> Option<&str> {
+    object.annotations().get(OPERATION).map(String::as_str)
+}
+
+/// Removes the `reconcile` operation annotation: it is a one-shot trigger.
+pub async fn consume_reconcile_annotation(api: &Api<DynamicObject>, name: &str) -> Result<DynamicObject, Error> {
+    let patch = json!({"metadata": {"annotations": {OPERATION: null}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("removing the {OPERATION} annotation of {name}"), e))
+}
+
+async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result<(Outcome, Action), Error> {
+    let name = object.name_any();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.onboarding.clone(), &object.namespace().unwrap_or_default(), &ctx.service);
+
+    if operation(&object) == Some(OPERATION_IGNORE) {
+        debug!("ignored (operation annotation)");
+        return Ok((Outcome::Ignored, Action::await_change()));
+    }
+    let provider_config = read_provider_config(ctx).await?;
+    if provider_config.as_ref().and_then(|pc| pc.pointer("/metadata/annotations").and_then(|a| a.get(OPERATION)))
+        == Some(&json!(OPERATION_IGNORE))
+    {
+        debug!("ignored (operation annotation on the ProviderConfig)");
+        return Ok((Outcome::Ignored, Action::await_change()));
+    }
+    let object = if operation(&object) == Some(OPERATION_RECONCILE) {
+        info!("reconcile requested by annotation");
+        Arc::new(consume_reconcile_annotation(&api, &name).await?)
+    } else {
+        object
+    };
+
+    let finalizer_name = ctx.descriptor().finalizer.clone();
+    // Stays as is when the helper only added the finalizer.
+    let mut outcome = Outcome::FinalizerAdded;
+    let outcome_ref = &mut outcome;
+    let action = finalizer(&api, &finalizer_name, object, |event| async move {
+        match event {
+            finalizer::Event::Apply(o) => {
+                let (done, action) = apply::apply_instance(&o, provider_config.as_ref(), ctx).await?;
+                *outcome_ref = done;
+                Ok(action)
+            }
+            finalizer::Event::Cleanup(o) => {
+                cleanup::cleanup_instance(&o, provider_config.as_ref(), ctx).await?;
+                *outcome_ref = Outcome::Deleted;
+                Ok(Action::await_change())
+            }
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))?;
+    Ok((outcome, action))
+}
+
+/// The ProviderConfig named `--provider-name`, unless it is missing or being
+/// deleted.
+pub async fn read_provider_config(ctx: &Context) -> Result<Option<Value>, Error> {
+    let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
+    let what = || format!("reading {} {}", ctx.provider_config.kind, ctx.provider_name);
+    let pc = api.get_opt(&ctx.provider_name).await.map_err(|e| Error::kube(what(), e))?;
+    pc.filter(|pc| pc.metadata.deletion_timestamp.is_none())
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| Error::json(what(), e))
+}
+
+/// Awaits a plugin call and records how long it took.
+async fn timed<R>(ctx: &Context, call: &'static str, future: impl Future<Output = R>) -> R {
+    let started = Instant::now();
+    let result = future.await;
+    ctx.metrics.plugin_call(call, started.elapsed());
+    result
+}
+
+/// The requeue a plugin asked for (`0`: only on changes).
+fn requeue(seconds: u32) -> Action {
+    if seconds == 0 { Action::await_change() } else { Action::requeue(Duration::from_secs(u64::from(seconds))) }
+}
+
+fn not_yet(reason: String, retry_after: Duration) -> Error {
+    Error::NotYet { reason, retry_after }
+}

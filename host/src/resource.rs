@@ -1,0 +1,66 @@
+//! Kubernetes resource plumbing shared by every stage: from the contract's
+//! kind descriptions and `apiVersion` strings to kube's `ApiResource` and
+//! dynamic `Api` handles. A leaf module: it imports nothing from the crate.
+
+use kube::api::{ApiResource, DynamicObject};
+use kube::{Api, Client};
+use service_provider_sdk::contract::ApiKind;
+
+/// `(group, version)` of an `apiVersion`; the core group is `""`.
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
+/// The API group of an `apiVersion` (empty for the core group).
+pub fn group_of(api_version: &str) -> &str {
+    split_api_version(api_version).0
+}
+
+/// The resource for an `apiVersion`, kind and REST plural.
+pub fn api_resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {
+    let (group, version) = split_api_version(api_version);
+    ApiResource {
+        group: group.to_string(),
+        version: version.to_string(),
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        plural: plural.to_string(),
+    }
+}
+
+/// The resource a contract kind describes.
+pub fn of_kind(kind: &ApiKind) -> ApiResource {
+    api_resource(&kind.api_version(), &kind.kind, &kind.plural)
+}
+
+/// A dynamic `Api` in one namespace, or across all namespaces (and for
+/// cluster-scoped kinds) when `namespace` is `None`.
+pub fn dynamic_api(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// Whether a list or get failed because the kind itself is not served (its
+/// CRD is not installed): for the host that means "no such objects".
+pub fn kind_absent(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.is_not_found())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_and_grouped_versions_split() {
+        let core = api_resource("v1", "Secret", "secrets");
+        assert_eq!((core.group.as_str(), core.version.as_str()), ("", "v1"));
+        let flux = api_resource("helm.toolkit.fluxcd.io/v2", "HelmRelease", "helmreleases");
+        assert_eq!((flux.group.as_str(), flux.version.as_str()), ("helm.toolkit.fluxcd.io", "v2"));
+        assert_eq!(group_of("v1"), "");
+        assert_eq!(group_of("helm.toolkit.fluxcd.io/v2"), "helm.toolkit.fluxcd.io");
+        let kind = ApiKind::new("kro.run", "v1alpha1", "ResourceGraphDefinition", "resourcegraphdefinitions", false);
+        assert_eq!(of_kind(&kind).api_version, "kro.run/v1alpha1");
+    }
+}

@@ -1,0 +1,36 @@
+//! What can go wrong with a plugin, worded for the operator who has to act.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A boxed cause that keeps its own chain (wasmtime errors convert into it).
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A plugin could not be loaded or called.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    #[error("creating the Wasm engine")]
+    Engine(#[source] Cause),
+    #[error("compiling the component")]
+    Compile(#[source] Cause),
+    #[error("precompiled plugin cache {}", path.display())]
+    Cache {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the component does not fit the plugin world")]
+    Incompatible(#[source] Cause),
+    #[error("plugin {plugin} exceeded its time budget of {budget:?}")]
+    Timeout { plugin: String, budget: Duration },
+    #[error("plugin {plugin} exceeded its {limit}")]
+    Limit { plugin: String, limit: String },
+    #[error("plugin {plugin} sent {what} of {bytes} bytes, more than the limit of {max} bytes")]
+    TooLarge { plugin: String, what: &'static str, bytes: usize, max: usize },
+    #[error("plugin {plugin} failed")]
+    Trap {
+        plugin: String,
+        #[source]
+        source: Cause,
+    },
+}

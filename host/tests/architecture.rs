@@ -1,0 +1,187 @@
+//! The shape of `host/src`, checked: dependencies between the top-level
+//! modules point one way (no module imports a module that imports it back,
+//! directly or through others), and no file grows past what one can read in
+//! one sitting without saying why at its top.
+//!
+//! Run alone with `task lint` or `cargo test -p service-provider-host --test architecture`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Files longer than this must explain themselves in their first lines.
+const MAX_LINES: usize = 350;
+/// The phrase that explains a long file.
+const LONG_FILE_REASON: &str = "This file is long because";
+
+fn src() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable source directory") {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file belongs to (`apply/prune.rs` → `apply`);
+/// `None` for the crate roots.
+fn module_of(file: &Path) -> Option<String> {
+    let relative = file.strip_prefix(src()).expect("under src");
+    let first = relative.components().next()?.as_os_str().to_string_lossy().to_string();
+    match first.strip_suffix(".rs") {
+        Some("lib" | "main") => None,
+        Some(name) => Some(name.to_string()),
+        None => Some(first),
+    }
+}
+
+/// The top-level modules named after `crate::` in code (comments skipped),
+/// including every item of a `crate::{a, b::c}` group.
+fn crate_references(text: &str) -> BTreeSet<String> {
+    let code: String =
+        text.lines().filter(|line| !line.trim_start().starts_with("//")).map(|line| format!("{line}\n")).collect();
+    let mut found = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        // Not part of a longer path such as `some_crate::`.
+        let before = rest[..at].chars().last();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let mut item = String::new();
+            let mut at_start = true;
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 1 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 1 => {
+                        if !item.is_empty() {
+                            found.insert(std::mem::take(&mut item));
+                        }
+                        at_start = true;
+                    }
+                    c if at_start && (c.is_alphanumeric() || c == '_') => item.push(c),
+                    _ if at_start && !item.is_empty() => {
+                        found.insert(std::mem::take(&mut item));
+                        at_start = false;
+                    }
+                    _ => {}
+                }
+            }
+            if !item.is_empty() {
+                found.insert(item);
+            }
+        } else {
+            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            found.insert(name);
+        }
+    }
+    found
+}
+
+/// Module → the modules it references, for every module of the crate.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(f)).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = modules.iter().map(|m| (m.clone(), BTreeSet::new())).collect();
+    for file in &files {
+        let Some(module) = module_of(file) else { continue };
+        let text = std::fs::read_to_string(file).expect("readable source file");
+        for target in crate_references(&text) {
+            // `crate::Error` and friends are re-exports of `error`.
+            let target = if modules.contains(&target) { target } else { "error".to_string() };
+            if target != module {
+                graph.get_mut(&module).expect("known module").insert(target);
+            }
+        }
+    }
+    graph
+}
+
+/// A cycle through `graph`, if there is one, as the list of modules on it.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|n| n == node) {
+            let mut cycle = path[start..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph.keys().find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn module_dependencies_have_no_cycles() {
+    let graph = graph();
+    assert!(graph.len() > 10, "found the modules: {graph:?}");
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("import cycle between host modules: {}", cycle.join(" → "));
+    }
+    // The leaves stay leaves.
+    for leaf in ["resource", "owner", "metrics"] {
+        assert!(graph[leaf].is_empty(), "{leaf} must not import from the crate, but uses {:?}", graph[leaf]);
+    }
+    assert!(!graph["sandbox"].contains("error"), "the sandbox does not know the host's error taxonomy");
+}
+
+#[test]
+fn files_stay_readable_in_one_sitting() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut too_long = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable source file");
+        let lines = text.lines().count();
+        let explained = text.lines().take(20).any(|line| line.contains(LONG_FILE_REASON));
+        if lines > MAX_LINES && !explained {
+            too_long.push(format!("{} ({lines} lines)", file.display()));
+        }
+    }
+    assert!(
+        too_long.is_empty(),
+        "over {MAX_LINES} lines without \"{LONG_FILE_REASON} …\" in the first lines: {too_long:#?}"
+    );
+}
+
+#[test]
+fn the_checker_sees_cycles_and_groups() {
+    let refs = crate_references(
+        "use crate::{Error, apply::{self, Change}, plan};\nlet x = crate::status::now();\n// crate::commented",
+    );
+    assert_eq!(refs, BTreeSet::from(["Error".into(), "apply".into(), "plan".into(), "status".into()]));
+    let mut graph = BTreeMap::new();
+    graph.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
+    graph.insert("b".to_string(), BTreeSet::from(["c".to_string()]));
+    graph.insert("c".to_string(), BTreeSet::from(["a".to_string()]));
+    assert_eq!(find_cycle(&graph), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
+    graph.get_mut("c").unwrap().clear();
+    assert_eq!(find_cycle(&graph), None);
+}

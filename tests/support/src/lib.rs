@@ -1,0 +1,23 @@
+//! Helpers shared by the host's integration tests, benches and examples, so
+//! each is written once:
+//!
+//! - [`plugins`]: where the plugin components are, compiled once per process;
+//! - [`unique`]: names that never collide within a run;
+//! - [`fixture`]: the host's controller on real API servers (`envtest`),
+//!   with the openmcp and Flux simulators.
+
+pub mod fixture;
+pub mod plugins;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub use envtest::eventually;
+pub use fixture::*;
+pub use plugins::{plugin, plugin_path, workload_echo_plugin};
+
+/// Unique within this process (namespaces are never deleted in the test
+/// clusters: no namespace controller runs).
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}-{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed))
+}

@@ -1,0 +1,84 @@
+//! The plugin components the tests use. `task build-plugins` builds them into
+//! `target/wasm32-wasip2/plugin/`; each can be overridden with an env var.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use service_provider_host::sandbox::{Limits, Plugin, Prepared, Sandbox};
+
+/// A component the tests use: the env var that overrides its path, and its
+/// file name in the build output.
+#[derive(Debug, Clone, Copy)]
+pub struct Component {
+    pub env: &'static str,
+    pub file: &'static str,
+}
+
+pub const KRO: Component = Component { env: "KRO_PLUGIN_WASM", file: "guest_kro.wasm" };
+pub const MISBEHAVING: Component = Component { env: "MISBEHAVING_PLUGIN_WASM", file: "misbehaving_plugin.wasm" };
+pub const WORKLOAD_ECHO: Component = Component { env: "WORKLOAD_ECHO_PLUGIN_WASM", file: "workload_echo_plugin.wasm" };
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where a component is; panics with the command to run when it is missing.
+pub fn plugin_path(component: Component) -> PathBuf {
+    let path = std::env::var_os(component.env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/wasm32-wasip2/plugin").join(component.file));
+    assert!(
+        path.is_file(),
+        "{} not found: build the plugins first with `task build-plugins` (or set {})",
+        path.display(),
+        component.env
+    );
+    path
+}
+
+/// The process-wide engine.
+pub fn sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| Sandbox::new().expect("engine"))
+}
+
+/// A component compiled and linked, not yet described. Compiling takes
+/// seconds in a debug build, so do it once per process and component.
+pub fn prepared(component: Component) -> Prepared {
+    static CACHE: OnceLock<std::sync::Mutex<Vec<(&'static str, Prepared)>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut cache = cache.lock().expect("not poisoned");
+    if let Some((_, p)) = cache.iter().find(|(file, _)| *file == component.file) {
+        return p.clone();
+    }
+    let prepared = sandbox().prepare_file(&plugin_path(component), None).expect("the component compiles and links");
+    cache.push((component.file, prepared.clone()));
+    prepared
+}
+
+/// A component loaded with `limits` (its `describe` called). Usable from
+/// synchronous code and from inside a runtime: the call runs on a thread of
+/// its own.
+pub fn load(component: Component, limits: Limits) -> Plugin {
+    let prepared = prepared(component);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(prepared.describe(limits))
+    })
+    .join()
+    .expect("describe thread")
+    .unwrap_or_else(|e| panic!("{}: describe failed: {e}", component.file))
+}
+
+/// The Kro component with default limits, loaded once per process.
+pub fn plugin() -> Plugin {
+    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
+    PLUGIN.get_or_init(|| load(KRO, Limits::default())).clone()
+}
+
+/// A test plugin that asks for a workload cluster (`tests/plugins/workload-echo`).
+pub fn workload_echo_plugin() -> Plugin {
+    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
+    PLUGIN.get_or_init(|| load(WORKLOAD_ECHO, Limits::default())).clone()
+}
