@@ -116,12 +116,10 @@ async fn main() -> anyhow::Result<()> {
     step("loading the Kro plugin component");
     let wasm = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO);
     let plugin = Sandbox::new()?.load_file(&wasm, None, Limits::default()).await?;
-    println!(
-        "    {} ({} bytes), compiled in {:?}",
-        wasm.display(),
-        std::fs::metadata(&wasm)?.len(),
-        plugin.compile_time()
-    );
+    let compile_time = plugin.compile_time();
+    // The built-in grant, as `run` uses it without --plugin-grant.
+    let planner = host_test_support::plugins::planner(plugin);
+    println!("    {} ({} bytes), compiled in {:?}", wasm.display(), std::fs::metadata(&wasm)?.len(), compile_time);
 
     let metrics = Metrics::new();
     let settings = Settings {
@@ -137,15 +135,15 @@ async fn main() -> anyhow::Result<()> {
         clusters::client_from_kubeconfig(env.platform.kubeconfig_yaml(), Cluster::Platform, &metrics).await?;
 
     step("service-provider-host init: CRDs by label, service kind registered (onboarding access via openmcp)");
-    operator::init(&plugin, &settings, counted_platform.clone(), &metrics).await?;
+    operator::init(&planner, &settings, counted_platform.clone(), &metrics).await?;
     let sp = providers.get(PROVIDER).await?;
     println!("    ServiceProvider {PROVIDER} status.resources = {}", sp.data["status"]["resources"]);
 
     step("service-provider-host run (controller), ProviderConfig and pull secret from examples/");
     let counted_onboarding =
-        operator::onboarding_client(&counted_platform, &settings, plugin.descriptor(), false, &metrics).await?;
+        operator::onboarding_client(&counted_platform, &settings, planner.descriptor(), false, &metrics).await?;
     let ctx = std::sync::Arc::new(operator::context(
-        plugin,
+        planner,
         &settings,
         counted_platform,
         counted_onboarding,

@@ -38,6 +38,9 @@ pub enum Category {
     Kubernetes,
     /// The host's own configuration: flags, files, endpoints, leader election.
     Config,
+    /// A bug in the host (a reconcile panicked); retried with backoff while
+    /// every other instance goes on.
+    Internal,
 }
 
 impl Category {
@@ -52,6 +55,7 @@ impl Category {
             Category::Access => "access",
             Category::Kubernetes => "kubernetes",
             Category::Config => "config",
+            Category::Internal => "internal",
         }
     }
 
@@ -59,6 +63,19 @@ impl Category {
     /// poll interval instead of with backoff, and count as "invalid input".
     pub fn needs_a_person(self) -> bool {
         matches!(self, Category::UserInput | Category::Conflict)
+    }
+
+    /// The reason of the `Ready=False` condition the host writes for it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Category::Plugin => "PluginError",
+            Category::PluginTimeout => "PluginTimeout",
+            Category::CapabilityDenied => "CapabilityDenied",
+            Category::Conflict => "Conflict",
+            Category::UserInput | Category::Access | Category::Kubernetes | Category::Config | Category::Internal => {
+                "ReconcileError"
+            }
+        }
     }
 }
 
@@ -80,9 +97,17 @@ pub enum Error {
     /// The plugin reported a failure worth retrying (`plan-error::transient`).
     #[error("{0}")]
     PluginTransient(String),
-    /// The plugin asked for something the host refuses (see [`crate::plan`]).
-    #[error("plugin {plugin} violated its contract: {message}")]
-    Contract { plugin: String, message: String },
+    /// The plugin returned something the host cannot use (malformed
+    /// objects, copies without a type; see [`crate::plan`]).
+    #[error("plugin {plugin} returned an unusable plan: {reason}")]
+    InvalidPlan { plugin: String, reason: String },
+    /// The plugin asked for something its grant does not allow, or that
+    /// the host never allows (see [`crate::grant`]).
+    #[error(transparent)]
+    Denied(#[from] crate::grant::Denial),
+    /// The operator's grant cannot be used.
+    #[error(transparent)]
+    Grant(#[from] crate::grant::GrantError),
     /// The service object cannot be reconciled as it is.
     #[error("invalid service object: {0}")]
     InvalidObject(String),
@@ -124,6 +149,9 @@ pub enum Error {
     NotYet { reason: String, retry_after: Duration },
     #[error(transparent)]
     Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
+    /// A reconcile panicked: a host bug, contained to its instance.
+    #[error("the host failed internally: {0}")]
+    Panic(String),
 }
 
 impl Error {
@@ -138,13 +166,14 @@ impl Error {
     pub fn category(&self) -> Category {
         use kube::runtime::finalizer::Error as F;
         match self {
-            Error::Io { .. } | Error::Parse { .. } | Error::Config(_) => Category::Config,
+            Error::Io { .. } | Error::Parse { .. } | Error::Config(_) | Error::Grant(_) => Category::Config,
             Error::Plugin(e) => match e {
                 PluginError::Timeout { .. } => Category::PluginTimeout,
                 PluginError::Engine(_) | PluginError::Cache { .. } => Category::Config,
                 _ => Category::Plugin,
             },
-            Error::Contract { .. } | Error::PluginTransient(_) => Category::Plugin,
+            Error::InvalidPlan { .. } | Error::PluginTransient(_) => Category::Plugin,
+            Error::Denied(_) => Category::CapabilityDenied,
             Error::InvalidObject(_) | Error::UserInput(_) => Category::UserInput,
             Error::Conflict(_) => Category::Conflict,
             Error::Access(_) => Category::Access,
@@ -157,6 +186,7 @@ impl Error {
                 F::ApplyFailed(e) | F::CleanupFailed(e) => e.category(),
                 _ => Category::Kubernetes,
             },
+            Error::Panic(_) => Category::Internal,
         }
     }
 

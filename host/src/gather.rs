@@ -6,7 +6,7 @@
 
 use kube::api::ListParams;
 use serde_json::{Map, Value, json};
-use service_provider_sdk::contract::{Context, Descriptor, Detail, Input, KubeconfigRef, Observation, Observed};
+use service_provider_sdk::contract::{Context, Detail, Input, KubeconfigRef, Observation, Observed};
 
 use crate::Error;
 use crate::instance::{Instance, Reach, reachable, scope_namespace};
@@ -29,9 +29,10 @@ pub fn context(
     }
 }
 
-/// The observations a `plan` (`cleanup == false`) or `cleanup` call needs.
-pub fn observations(descriptor: &Descriptor, cleanup: bool) -> impl Iterator<Item = &Observation> {
-    descriptor.observations.iter().filter(move |o| o.stage.applies(cleanup))
+/// Of the granted observations, those a `plan` (`cleanup == false`) or
+/// `cleanup` call needs.
+pub fn observations(granted: &[Observation], cleanup: bool) -> impl Iterator<Item = &Observation> {
+    granted.iter().filter(move |o| o.stage.applies(cleanup))
 }
 
 /// Trims an object to what the plugin asked for. `managedFields` is never
@@ -80,8 +81,8 @@ pub fn matches(observation: &Observation, context: &Context, object: &Value) -> 
 /// Observations answered from a given set of objects (as `render` does with
 /// `--observed`): every needed observation on a reachable cluster gets an
 /// entry, possibly empty.
-pub fn observed_from(descriptor: &Descriptor, context: &Context, cleanup: bool, objects: &[Value]) -> Vec<Observed> {
-    observations(descriptor, cleanup)
+pub fn observed_from(granted: &[Observation], context: &Context, cleanup: bool, objects: &[Value]) -> Vec<Observed> {
+    observations(granted, cleanup)
         .filter(|o| reachable(o.cluster, context))
         .map(|o| Observed {
             id: o.id.clone(),
@@ -99,12 +100,12 @@ pub fn observed_from(descriptor: &Descriptor, context: &Context, cleanup: bool, 
 /// plugin can tell "none there" from "could not look".
 pub async fn observe(
     reach: &Reach<'_>,
-    descriptor: &Descriptor,
+    granted: &[Observation],
     context: &Context,
     cleanup: bool,
 ) -> Result<Vec<Observed>, Error> {
     let mut observed = Vec::new();
-    for o in observations(descriptor, cleanup) {
+    for o in observations(granted, cleanup) {
         let Some(client) = reach.client(o.cluster) else { continue };
         let api = resource::dynamic_api(client, &resource::of_kind(&o.api), scope_namespace(&o.scope, context));
         let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
@@ -222,18 +223,14 @@ mod tests {
         let mut cleanup_only = observation(NamespaceScope::Tenant, None);
         cleanup_only.id = "late".into();
         cleanup_only.stage = Stage::Cleanup;
-        let kind = platform.api.clone();
-        let descriptor = Descriptor {
-            observations: vec![platform, control_plane, cleanup_only],
-            ..Descriptor::new("p", kind.clone(), kind, "f")
-        };
+        let granted = vec![platform, control_plane, cleanup_only];
         let mut c = ctx();
         let thing = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": "a"}});
         let ids = |v: Vec<Observed>| v.into_iter().map(|o| (o.id, o.objects.len())).collect::<Vec<_>>();
-        assert_eq!(ids(observed_from(&descriptor, &c, false, std::slice::from_ref(&thing))), [("x".to_string(), 1)]);
+        assert_eq!(ids(observed_from(&granted, &c, false, std::slice::from_ref(&thing))), [("x".to_string(), 1)]);
         c.control_plane = Some(KubeconfigRef { namespace: "n".into(), name: "s".into(), key: "kubeconfig".into() });
         assert_eq!(
-            ids(observed_from(&descriptor, &c, true, &[thing])),
+            ids(observed_from(&granted, &c, true, &[thing])),
             [("x".to_string(), 1), ("cp".to_string(), 1), ("late".to_string(), 1)]
         );
     }

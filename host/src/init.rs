@@ -13,6 +13,7 @@ use service_provider_sdk::contract::{Cluster, Descriptor};
 use tracing::info;
 
 use crate::Error;
+use crate::grant::{Denial, Effective, hard};
 
 /// The label that says which cluster a CRD belongs on (openmcp).
 pub const CLUSTER_LABEL: &str = "openmcp.cloud/cluster";
@@ -46,6 +47,7 @@ pub fn parse_crd(manifest: &str, cluster: Cluster) -> Result<CustomResourceDefin
 /// Creates or updates the CRDs and waits until each is established.
 pub async fn install_crds(
     descriptor: &Descriptor,
+    granted: &Effective,
     platform: &Client,
     onboarding: &Client,
     field_manager: &str,
@@ -60,6 +62,10 @@ pub async fn install_crds(
         };
         let crd = parse_crd(&declared.manifest, declared.cluster)?;
         let name = crd.metadata.name.clone().unwrap_or_default();
+        if let Some(refusal) = hard::crd(&crd.spec.group, &granted.own) {
+            let what = format!("installing CRD {name}");
+            return Err(Error::Denied(Denial::new(refusal.rule, what, refusal.reason)));
+        }
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         api.patch(&name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&crd))
             .await

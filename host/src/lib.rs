@@ -34,6 +34,7 @@ pub mod apply;
 pub mod clusters;
 pub mod error;
 pub mod gather;
+pub mod grant;
 pub mod init;
 pub mod instance;
 pub mod metrics;

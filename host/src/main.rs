@@ -2,12 +2,15 @@
 //! the service-specific logic comes from a WebAssembly plugin.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use service_provider_host::grant::{Effective, Grant};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::operator::{self, Endpoints, Settings};
+use service_provider_host::plan::Planner;
 use service_provider_host::render::{self, Request};
 use service_provider_host::sandbox::{Limits, Sandbox};
 use service_provider_host::{clusters, server};
@@ -138,20 +141,32 @@ struct PluginArgs {
     /// Linear-memory limit of one plugin instance, in MiB.
     #[arg(long, default_value_t = 64)]
     plugin_memory_mib: usize,
+    /// What the plugin may do (YAML, see the README's security section);
+    /// without it the built-in grant applies.
+    #[arg(long, env = "PLUGIN_GRANT")]
+    plugin_grant: Option<PathBuf>,
 }
 
 impl PluginArgs {
-    async fn load(&self) -> anyhow::Result<service_provider_host::sandbox::Plugin> {
+    /// Loads the plugin and intersects its requests with the grant; what is
+    /// not granted is logged, one line each.
+    async fn load(&self) -> anyhow::Result<Planner> {
         let limits = Limits {
             timeout: Duration::from_millis(self.plugin_timeout_ms),
             memory_bytes: self.plugin_memory_mib << 20,
             ..Limits::default()
         };
         let sandbox = Sandbox::new()?;
-        sandbox
+        let plugin = sandbox
             .load_file(&self.plugin, self.plugin_cache_dir.as_deref(), limits)
             .await
-            .with_context(|| format!("loading plugin {}", self.plugin.display()))
+            .with_context(|| format!("loading plugin {}", self.plugin.display()))?;
+        let grant = Grant::load(self.plugin_grant.as_deref())?;
+        let granted = Effective::new(plugin.descriptor(), grant)?;
+        for refused in &granted.refused {
+            tracing::warn!(plugin = %plugin.name(), "not granted: {refused}");
+        }
+        Ok(Planner { plugin, granted: Arc::new(granted) })
     }
 }
 

@@ -11,13 +11,13 @@ use kube::Client;
 use kube::api::ListParams;
 use kube::runtime::events::{Recorder, Reporter};
 use kube_lease_manager::LeaseManagerBuilder;
-use service_provider_sdk::contract::{Cluster, Descriptor, PolicyRule};
+use service_provider_sdk::contract::{Cluster, Descriptor, KubeconfigRef, PolicyRule};
 use tracing::{info, warn};
 
 use crate::clusters::{self, client_from_kubeconfig};
 use crate::metrics::Metrics;
+use crate::plan::Planner;
 use crate::reconcile::Context;
-use crate::sandbox::Plugin;
 use crate::{Error, access, init, resource, server, watch};
 
 /// Who this provider is and where it runs.
@@ -77,9 +77,21 @@ pub async fn onboarding_client(
     for_init: bool,
     metrics: &Arc<Metrics>,
 ) -> Result<Client, Error> {
+    onboarding_access(platform, settings, descriptor, for_init, metrics).await.map(|(client, _)| client)
+}
+
+/// Like [`onboarding_client`], with the kubeconfig Secret it came from (none
+/// for the development override).
+pub async fn onboarding_access(
+    platform: &Client,
+    settings: &Settings,
+    descriptor: &Descriptor,
+    for_init: bool,
+    metrics: &Arc<Metrics>,
+) -> Result<(Client, Option<KubeconfigRef>), Error> {
     if let Some(path) = &settings.onboarding_kubeconfig {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.clone(), source })?;
-        return client_from_kubeconfig(&text, Cluster::Onboarding, metrics).await;
+        return Ok((clusters::client_from_operator_kubeconfig(&text, Cluster::Onboarding, metrics).await?, None));
     }
     let local = if for_init { "onboarding-init" } else { "onboarding-run" };
     info!(local, "requesting onboarding cluster access");
@@ -94,15 +106,20 @@ pub async fn onboarding_client(
     )
     .await?;
     let (text, _) = clusters::read_kubeconfig(platform, &at).await?;
-    client_from_kubeconfig(&text, Cluster::Onboarding, metrics).await
+    Ok((client_from_kubeconfig(&text, Cluster::Onboarding, metrics).await?, Some(at)))
 }
 
 /// `init`: CRDs onto their clusters, then the service kind into the
 /// ServiceProvider's status.
-pub async fn init(plugin: &Plugin, settings: &Settings, platform: Client, metrics: &Arc<Metrics>) -> Result<(), Error> {
-    let descriptor = plugin.descriptor();
+pub async fn init(
+    planner: &Planner,
+    settings: &Settings,
+    platform: Client,
+    metrics: &Arc<Metrics>,
+) -> Result<(), Error> {
+    let descriptor = planner.descriptor();
     let onboarding = onboarding_client(&platform, settings, descriptor, true, metrics).await?;
-    init::install_crds(descriptor, &platform, &onboarding, &settings.field_manager()).await?;
+    init::install_crds(descriptor, &planner.granted, &platform, &onboarding, &settings.field_manager()).await?;
     init::register_service_kind(descriptor, &platform, &settings.provider_name).await
 }
 
@@ -130,7 +147,7 @@ pub struct Endpoints {
 
 /// Builds the shared reconcile context.
 pub fn context(
-    plugin: Plugin,
+    planner: Planner,
     settings: &Settings,
     platform: Client,
     onboarding: Client,
@@ -142,7 +159,7 @@ pub fn context(
     };
     let recorder = Recorder::new(onboarding.clone(), reporter);
     let mut ctx = Context::new(
-        plugin,
+        planner,
         settings.provider_name.clone(),
         settings.pod_namespace.clone(),
         platform,
@@ -169,20 +186,14 @@ async fn shutdown_signal() {
 /// `run`: until SIGTERM/SIGINT (or, with leader election, until the lease
 /// is lost, which ends the process so it can start over as a candidate).
 pub async fn run(
-    plugin: Plugin,
+    planner: Planner,
     settings: &Settings,
     endpoints: Endpoints,
     leader_elect: bool,
     platform: Client,
     metrics: Arc<Metrics>,
 ) -> Result<(), Error> {
-    if plugin.descriptor().access.workload_cluster {
-        return Err(Error::Config(format!(
-            "plugin {} asks for a workload cluster, which this host does not support yet",
-            plugin.descriptor().name
-        )));
-    }
-    info!(provider = %settings.provider_name, environment = %settings.environment, plugin = %plugin.descriptor().name, "starting");
+    info!(provider = %settings.provider_name, environment = %settings.environment, plugin = %planner.descriptor().name, "starting");
     let ready = Arc::new(AtomicBool::new(false));
     let mut servers = Vec::new();
     match (endpoints.metrics, endpoints.health) {
@@ -201,8 +212,10 @@ pub async fn run(
         });
     }
 
-    let onboarding = onboarding_client(&platform, settings, plugin.descriptor(), false, &metrics).await?;
-    let ctx = Arc::new(context(plugin, settings, platform.clone(), onboarding.clone(), metrics));
+    let (onboarding, secret) = onboarding_access(&platform, settings, planner.descriptor(), false, &metrics).await?;
+    let mut ctx = context(planner, settings, platform.clone(), onboarding.clone(), metrics);
+    ctx.reserved_secrets.extend(secret.map(|s| s.name));
+    let ctx = Arc::new(ctx);
     probe(&onboarding, &ctx.service, Cluster::Onboarding, settings.watch_namespace.as_deref()).await?;
     probe(&platform, &ctx.provider_config, Cluster::Platform, None).await?;
 

@@ -11,9 +11,8 @@ use service_provider_sdk::contract::{CleanupPlan, KubeconfigRef, PlanError, Secr
 use crate::access::{KUBECONFIG_KEY, Target};
 use crate::gather;
 use crate::instance::Instance;
-use crate::plan::{self, CheckedPlan, Step};
-use crate::sandbox::Plugin;
-use crate::{Error, status};
+use crate::plan::{self, CheckedPlan, Planner, Step};
+use crate::{Category, Error, status};
 
 /// Everything `render` needs besides the plugin.
 #[derive(Debug, Clone)]
@@ -85,9 +84,11 @@ pub fn steps(plan: &CheckedPlan) -> Vec<Value> {
         .collect()
 }
 
-/// Renders what the host would do, as one JSON document.
-pub async fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> {
-    let descriptor = plugin.descriptor();
+/// Renders what the host would do, as one JSON document. Requests the grant
+/// refuses are shown as the host would report them; Secret copies are shown
+/// but their sources are not checked (there is no cluster to read them).
+pub async fn render(planner: &Planner, request: &Request) -> Result<Value, Error> {
+    let descriptor = planner.descriptor();
     let object = read_document(&request.object)?;
     let instance = Instance::from_object(&object)?;
     let provider_config = request.provider_config.as_deref().map(read_document).transpose()?;
@@ -112,7 +113,7 @@ pub async fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> 
         key: KUBECONFIG_KEY.into(),
     });
     let context = gather::context(&instance, &provider_name, &request.pod_namespace, control_plane, None);
-    let observed = gather::observed_from(descriptor, &context, request.deleting, &observed_objects);
+    let observed = gather::observed_from(&planner.granted.observations, &context, request.deleting, &observed_objects);
     let input = gather::input(&object, provider_config.as_ref(), context, observed);
 
     let mut doc = json!({
@@ -125,21 +126,25 @@ pub async fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> 
         },
         "call": if request.deleting { "cleanup" } else { "plan" },
     });
+    if !planner.granted.refused.is_empty() {
+        doc["notGranted"] = json!(planner.granted.refused);
+    }
     let outcome: ServiceStatus = if request.deleting {
-        match plan::cleanup(plugin, &input).await? {
-            Ok(CleanupPlan::Blocked(b)) => {
+        match answer(plan::cleanup(planner, &input).await)? {
+            Answer::Plan(CleanupPlan::Blocked(b)) => {
                 doc["result"] = json!("blocked");
                 doc["message"] = json!(b.message);
                 doc["requeueAfterSeconds"] = json!(b.requeue_after_seconds);
                 ServiceStatus { resources: b.resources, ..status::terminating(b.message) }
             }
-            Ok(CleanupPlan::Teardown(t)) => {
+            Answer::Plan(CleanupPlan::Teardown(t)) => {
                 doc["result"] = json!("teardown");
                 doc["delete"] = json!(t.objects);
                 doc["deleteSecretCopies"] = json!(t.secret_copies);
                 ServiceStatus { resources: t.resources, ..status::terminating("Cleanup in progress") }
             }
-            Err(e) => plan_error(&mut doc, &e, true),
+            Answer::PlanError(e) => plan_error(&mut doc, &e, true),
+            Answer::Refused(e) => refusal(&mut doc, &e, true),
         }
     } else if provider_config.is_none() {
         let message = status::missing_provider_config(descriptor, &provider_name);
@@ -147,20 +152,49 @@ pub async fn render(plugin: &Plugin, request: &Request) -> Result<Value, Error> 
         doc["message"] = json!(message);
         status::reconcile_error(message)
     } else {
-        match plan::reconcile(plugin, &input).await? {
-            Ok(p) => {
+        match answer(plan::reconcile(planner, &input).await)? {
+            Answer::Plan(p) => {
                 doc["result"] = json!("planned");
                 doc["steps"] = Value::Array(steps(&p));
                 doc["requeueAfterSeconds"] = json!(p.requeue_after_seconds);
                 p.status
             }
-            Err(e) => plan_error(&mut doc, &e, false),
+            Answer::PlanError(e) => plan_error(&mut doc, &e, false),
+            Answer::Refused(e) => refusal(&mut doc, &e, false),
         }
     };
     let current = object.get("status").and_then(|s| serde_json::from_value::<status::ObjectStatus>(s.clone()).ok());
     let next = status::next(current.as_ref(), instance.generation, &outcome, &status::now());
     doc["status"] = serde_json::to_value(next).map_err(|e| Error::json("rendering the status", e))?;
     Ok(doc)
+}
+
+/// What a plugin call came to, for rendering.
+enum Answer<T> {
+    Plan(T),
+    PlanError(PlanError),
+    /// The host refuses the plan, or the plugin failed: shown as the status
+    /// the host would write.
+    Refused(Error),
+}
+
+fn answer<T>(result: Result<Result<T, PlanError>, Error>) -> Result<Answer<T>, Error> {
+    match result {
+        Ok(Ok(plan)) => Ok(Answer::Plan(plan)),
+        Ok(Err(e)) => Ok(Answer::PlanError(e)),
+        Err(e) if matches!(e.category(), Category::CapabilityDenied | Category::Plugin | Category::PluginTimeout) => {
+            Ok(Answer::Refused(e))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn refusal(doc: &mut Value, error: &Error, deleting: bool) -> ServiceStatus {
+    let (reason, message) = (error.category().reason(), crate::error::report(error));
+    doc["result"] = json!("refused");
+    doc["reason"] = json!(reason);
+    doc["message"] = json!(message);
+    if deleting { status::terminating_failed(reason, message) } else { status::failed(reason, message) }
 }
 
 fn plan_error(doc: &mut Value, error: &PlanError, deleting: bool) -> ServiceStatus {

@@ -108,6 +108,17 @@ pub fn terminating_error(message: impl Into<String>) -> ServiceStatus {
     ready_false(PHASE_TERMINATING, REASON_RECONCILE_ERROR, message)
 }
 
+/// Progressing with `Ready=False` for a failed reconcile, with the reason
+/// of its error category (e.g. `PluginTimeout`, `CapabilityDenied`).
+pub fn failed(reason: &str, message: impl Into<String>) -> ServiceStatus {
+    ready_false(PHASE_PROGRESSING, reason, message)
+}
+
+/// Terminating with `Ready=False` for a failed deletion step.
+pub fn terminating_failed(reason: &str, message: impl Into<String>) -> ServiceStatus {
+    ready_false(PHASE_TERMINATING, reason, message)
+}
+
 /// The message the host shows when the ProviderConfig does not exist.
 pub fn missing_provider_config(descriptor: &Descriptor, name: &str) -> String {
     format!(

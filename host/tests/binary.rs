@@ -34,6 +34,10 @@ struct Replica {
 
 impl Replica {
     fn start(f: &Fixture, leader_elect: bool, pod: &str) -> Replica {
+        Replica::start_with(f, leader_elect, pod, plugins::KRO)
+    }
+
+    fn start_with(f: &Fixture, leader_elect: bool, pod: &str, plugin: plugins::Component) -> Replica {
         let (health, metrics) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
             .args(["run", "--environment", "test", "--provider-name", &f.provider, "--verbosity", "INFO"])
@@ -43,7 +47,7 @@ impl Replica {
             .arg("--metrics-secure=false")
             .args(["--watch-namespace", &f.ns])
             .arg("--plugin")
-            .arg(plugin_path(plugins::KRO))
+            .arg(plugin_path(plugin))
             .env("KUBECONFIG", f.env.platform.kubeconfig_path())
             .env("POD_NAMESPACE", &f.pod_ns)
             .env("POD_NAME", pod)
@@ -128,4 +132,37 @@ async fn with_leader_election_only_one_replica_runs() {
     f.patch_kro("mcp-01", json!({"spec": {"version": "v0.9.0"}})).await;
     f.wait_kro("mcp-01", "the new leader reconciles", |k| ready(k)["reason"] == "ReconcileError").await;
     assert!(second.terminate().success());
+}
+
+/// A hostile plugin cannot end the host process: malformed output, a
+/// sleeping call and a memory bomb each fail their own instance, and a
+/// healthy instance of the same process gets Ready.
+#[tokio::test]
+async fn a_hostile_plugin_cannot_end_the_process() {
+    let names = ["bad-labels", "sleep-1", "hoard", "healthy-1"];
+    let f = Fixture::new(Options {
+        instances: names.iter().map(|n| n.to_string()).collect(),
+        flux_ready: false,
+        workload: false,
+    })
+    .await;
+    f.source_secret("registry", "kubernetes.io/dockerconfigjson", "{}").await;
+    f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry"}])).await;
+    let mut replica = Replica::start_with(&f, false, "replica-0", plugins::HOSTILE);
+    assert!(replica.wait_ready(WAIT).await, "readyz never turned 200");
+    for name in names {
+        f.create_kro(name, "v1").await;
+    }
+    f.wait_ready("healthy-1").await;
+    for (name, reason) in [("bad-labels", "PluginError"), ("sleep-1", "PluginTimeout"), ("hoard", "PluginError")] {
+        f.wait_kro(name, reason, |k| ready(k)["reason"] == reason).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(replica.child.try_wait().unwrap().is_none(), "the process is still running");
+    let (_, metrics) = http_get(replica.metrics, "/metrics").expect("metrics endpoint");
+    assert!(
+        metrics.contains("service_provider_host_reconcile_failures_total{category=\"plugin-timeout\"}"),
+        "{metrics}"
+    );
+    assert!(replica.terminate().success());
 }

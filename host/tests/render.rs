@@ -202,3 +202,44 @@ fn yaml_is_the_default_output() {
     let doc: Value = serde_saphyr::from_str(&stdout).expect("YAML");
     assert_eq!(doc["result"], "planned");
 }
+
+/// A plugin whose `describe()` sleeps in WASI fails the command at its
+/// deadline with one clear line, instead of hanging the start-up.
+#[test]
+fn a_plugin_whose_describe_hangs_fails_clearly() {
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .arg("render")
+        .arg("--plugin")
+        .arg(plugins::plugin_path(plugins::SLEEPY_DESCRIBE))
+        .args(["--plugin-timeout-ms", "500", "--object", "examples/kro.yaml"])
+        .env("RUST_BACKTRACE", "1")
+        .current_dir(root())
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("exceeded its time budget of 500ms"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line, no backtrace: {stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+}
+
+/// What the grant refuses is shown the way the host would report it.
+#[test]
+fn a_refused_plan_renders_the_rule() {
+    let grant = temp_file("no-helm-releases.yaml", "write: []\ncopy: {targets: [], sources: {}}\n");
+    let doc = render_json(&[
+        "--object",
+        "examples/kro.yaml",
+        "--provider-config",
+        "examples/providerconfig.yaml",
+        "--plugin-grant",
+        s(&grant),
+    ]);
+    assert_eq!(doc["result"], "refused", "{doc:#}");
+    assert_eq!(doc["reason"], "CapabilityDenied");
+    assert!(doc["message"].as_str().unwrap().contains("(rule not-granted)"), "{doc:#}");
+    assert_eq!(doc["status"]["conditions"][0]["reason"], "CapabilityDenied");
+    let not_granted = doc["notGranted"].as_array().expect("the refused observations are listed");
+    assert!(not_granted.iter().any(|r| r.as_str().unwrap().contains("oci-repository")), "{doc:#}");
+}

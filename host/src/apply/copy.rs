@@ -1,6 +1,8 @@
 //! Copies of Secrets from the provider's pod namespace to where a plan wants
 //! them. The data never leaves the host: the plugin only names the source,
-//! the target and the type the source must have.
+//! the target and the type the source must have, and only sources the
+//! operator allowed are copied ([`crate::grant`]): never the host's own
+//! credentials, nor any other cluster credential.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,17 @@ use service_provider_sdk::names;
 
 use super::Change;
 use crate::Error;
+use crate::grant::Effective;
+use crate::grant::hard::Source;
 use crate::owner::{ANNOTATION_COPY_OF, ANNOTATION_INSTANCE, LABEL_COPY_OF, Owner};
+
+/// What decides whether a source may be copied.
+pub struct Sources<'a> {
+    pub granted: &'a Effective,
+    pub provider_config: Option<&'a serde_json::Value>,
+    /// The host's own credentials in the pod namespace.
+    pub reserved: &'a [String],
+}
 
 /// Copies a Secret from the pod namespace on the platform cluster to the
 /// target. The data never leaves the host.
@@ -22,6 +34,7 @@ pub async fn copy_secret(
     pod_namespace: &str,
     target: &Client,
     copy: &SecretCopy,
+    sources: &Sources<'_>,
     owner: &Owner,
     field_manager: &str,
 ) -> Result<Change, Error> {
@@ -35,6 +48,17 @@ pub async fn copy_secret(
                 copy.source_name
             ))
         })?;
+    let owner_kinds: Vec<&str> = source.metadata.owner_references.iter().flatten().map(|r| r.kind.as_str()).collect();
+    let data_keys: Vec<&str> = source.data.iter().flatten().map(|(k, _)| k.as_str()).collect();
+    let facts = Source {
+        kind: "Secret",
+        name: &copy.source_name,
+        type_: source.type_.as_deref(),
+        owner_kinds: &owner_kinds,
+        data_keys: &data_keys,
+    };
+    let labels = source.metadata.labels.clone().unwrap_or_default();
+    sources.granted.check_copy_source(&owner.provider, sources.provider_config, &facts, &labels, sources.reserved)?;
     let source_type = source.type_.clone().unwrap_or_else(|| "Opaque".to_string());
     if let Some(required) = &copy.required_type
         && &source_type != required

@@ -26,7 +26,7 @@ use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plan::Manifest;
 use crate::resource::{api_resource, dynamic_api};
 
-pub use copy::copy_secret;
+pub use copy::{Sources, copy_secret};
 pub use prune::{Scope, prune};
 
 /// What applying did.
@@ -54,25 +54,49 @@ fn hash(value: &Value) -> String {
 }
 
 /// The object as the host applies it: owner labels, the exact owner, and the
-/// hash of all that.
-pub fn decorate(object: &Value, owner: &Owner) -> Value {
+/// hash of all that. Fails (instead of panicking) on an object whose
+/// metadata maps are not maps, which [`crate::plan::validate`] refuses
+/// before anything gets here.
+pub fn decorate(object: &Value, owner: &Owner) -> Result<Value, Error> {
+    let malformed =
+        |what: &str| Error::InvalidPlan { plugin: owner.provider.clone(), reason: format!("{what} is not an object") };
     let mut object = object.clone();
-    let meta = object.as_object_mut().expect("manifests are objects").entry("metadata").or_insert_with(|| json!({}));
-    let labels = meta.as_object_mut().expect("metadata is an object").entry("labels").or_insert_with(|| json!({}));
+    let map = object.as_object_mut().ok_or_else(|| malformed("a desired object"))?;
+    let meta =
+        map.entry("metadata").or_insert_with(|| json!({})).as_object_mut().ok_or_else(|| malformed("metadata"))?;
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| malformed("metadata.labels"))?;
     for (k, v) in owner.labels() {
-        labels[k] = json!(v);
+        labels.insert(k, json!(v));
     }
-    meta["annotations"][ANNOTATION_INSTANCE] = json!(owner.annotation());
+    let annotations = meta
+        .entry("annotations")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| malformed("metadata.annotations"))?;
+    annotations.insert(ANNOTATION_INSTANCE.to_string(), json!(owner.annotation()));
     let digest = hash(&object);
-    object["metadata"]["annotations"][ANNOTATION_APPLIED] = json!(digest);
-    object
+    if let Some(annotations) = object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut) {
+        annotations.insert(ANNOTATION_APPLIED.to_string(), json!(digest));
+    }
+    Ok(object)
+}
+
+/// Whether an existing object that is not the instance's may simply be used
+/// as it is: a Namespace is a place, not a thing to own, so the host neither
+/// adopts nor refuses one that exists (and never deletes it).
+fn shared_place(manifest: &Manifest) -> bool {
+    manifest.kind == "Namespace" && manifest.group().is_empty()
 }
 
 /// Server-side applies one desired object, unless that would change nothing.
 pub async fn apply(client: &Client, manifest: &Manifest, owner: &Owner, field_manager: &str) -> Result<Change, Error> {
     let resource = api_resource(&manifest.api_version, &manifest.kind, &manifest.plural);
     let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
-    let desired = decorate(&manifest.object, owner);
+    let desired = decorate(&manifest.object, owner)?;
     let what = || {
         format!(
             "{} {}",
@@ -81,10 +105,26 @@ pub async fn apply(client: &Client, manifest: &Manifest, owner: &Owner, field_ma
         )
     };
     let live = api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?;
-    if let Some(live) = live
-        && contains(&serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?, &desired)
-    {
-        return Ok(Change::Unchanged);
+    if let Some(live) = live {
+        // Never adopt: only what this instance created is updated.
+        if !owner.owns(&live.metadata) {
+            if shared_place(manifest) {
+                return Ok(Change::Unchanged);
+            }
+            let holder = match Owner::of(&live.metadata, &owner.provider) {
+                Some((ns, name)) => format!("it belongs to instance {ns}/{name}"),
+                None => "it was not created by this provider".to_string(),
+            };
+            return Err(Error::Conflict(format!(
+                "{} on the {} cluster already exists and {holder}; the host does not take over objects it did not create: remove or rename it",
+                what(),
+                manifest.cluster
+            )));
+        }
+        let live = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?;
+        if contains(&live, &desired) {
+            return Ok(Change::Unchanged);
+        }
     }
     api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&desired))
         .await
@@ -142,16 +182,16 @@ mod tests {
     #[test]
     fn decoration_adds_owner_labels_and_a_stable_hash() {
         let m = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "labels": {"app": "y"}}});
-        let a = decorate(&m, &owner());
+        let a = decorate(&m, &owner()).unwrap();
         assert_eq!(a["metadata"]["labels"]["app"], "y");
         assert_eq!(a["metadata"]["labels"][LABEL_PROVIDER], "kro");
         assert_eq!(a["metadata"]["labels"][LABEL_INSTANCE_NAME], "mcp-01");
         assert_eq!(a["metadata"]["annotations"][ANNOTATION_INSTANCE], "default/mcp-01");
-        assert_eq!(a, decorate(&m, &owner()), "deterministic");
+        assert_eq!(a, decorate(&m, &owner()).unwrap(), "deterministic");
         let mut changed = m.clone();
         changed["data"] = json!({"k": "v"});
         assert_ne!(
-            decorate(&changed, &owner())["metadata"]["annotations"][ANNOTATION_APPLIED],
+            decorate(&changed, &owner()).unwrap()["metadata"]["annotations"][ANNOTATION_APPLIED],
             a["metadata"]["annotations"][ANNOTATION_APPLIED]
         );
     }
@@ -160,15 +200,27 @@ mod tests {
     fn a_field_dropped_from_the_plan_forces_a_new_apply() {
         let with = json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"a": 1, "b": 2}});
         let without = json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"a": 1}});
-        let live = decorate(&with, &owner());
+        let live = decorate(&with, &owner()).unwrap();
         // `without` is contained field-wise, but its hash differs.
-        assert!(!contains(&live, &decorate(&without, &owner())));
-        assert!(contains(&live, &decorate(&with, &owner())));
+        assert!(!contains(&live, &decorate(&without, &owner()).unwrap()));
+        assert!(contains(&live, &decorate(&with, &owner()).unwrap()));
+    }
+
+    #[test]
+    fn odd_shapes_are_errors_not_panics() {
+        for bad in [
+            json!("text"),
+            json!({"metadata": []}),
+            json!({"metadata": {"labels": "x"}}),
+            json!({"metadata": {"annotations": 1}}),
+        ] {
+            assert!(decorate(&bad, &owner()).is_err(), "{bad}");
+        }
     }
 
     #[test]
     fn decorated_objects_are_owned() {
-        let decorated = decorate(&json!({"metadata": {"name": "x"}}), &owner());
+        let decorated = decorate(&json!({"metadata": {"name": "x"}}), &owner()).unwrap();
         let meta: kube::api::ObjectMeta = serde_json::from_value(decorated["metadata"].clone()).unwrap();
         assert!(owner().owns(&meta));
     }

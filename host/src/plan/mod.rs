@@ -1,21 +1,39 @@
 //! Asking the plugin for a plan, and holding it to its word.
 //!
 //! A plugin is untrusted code: whatever it asks the host to apply, copy or
-//! delete must be covered by the capability allow-list it declared in
-//! `describe()`, and must be a well-formed object on a cluster the host can
-//! reach for this instance. A violation fails the whole reconcile before
-//! anything is written.
+//! delete must be a well-formed object ([`validate`]) on a cluster the host
+//! can reach for this instance, requested in its `describe()` and allowed
+//! by the operator's grant ([`check`]). A violation fails the whole
+//! reconcile before anything is written.
+
+use std::sync::Arc;
 
 use serde_json::Value;
-use service_provider_sdk::contract::{CleanupPlan, Cluster, Input, PlanError, SecretCopy, ServiceStatus};
+use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, Input, PlanError, SecretCopy, ServiceStatus};
 
 mod check;
+pub mod validate;
 
 pub use check::{check_plan, check_ref, check_teardown, manifest};
 
 use crate::Error;
+use crate::grant::Effective;
 use crate::resource::group_of;
 use crate::sandbox::Plugin;
+
+/// A plugin together with what the operator granted it: what the host
+/// calls for plans it can trust.
+#[derive(Clone)]
+pub struct Planner {
+    pub plugin: Plugin,
+    pub granted: Arc<Effective>,
+}
+
+impl Planner {
+    pub fn descriptor(&self) -> &Descriptor {
+        self.plugin.descriptor()
+    }
+}
 
 /// A parsed desired object with its identity pulled out.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,11 +117,11 @@ impl CheckedPlan {
     }
 }
 
-/// Calls `plan` and checks the result against the descriptor.
-pub async fn reconcile(plugin: &Plugin, input: &Input) -> Result<Result<CheckedPlan, PlanError>, Error> {
-    match plugin.plan(input).await? {
+/// Calls `plan` and checks the result against the requests and the grant.
+pub async fn reconcile(planner: &Planner, input: &Input) -> Result<Result<CheckedPlan, PlanError>, Error> {
+    match planner.plugin.plan(input).await? {
         Ok(plan) => {
-            let manifests = check_plan(plugin.descriptor(), &input.context, &plan)?;
+            let manifests = check_plan(planner.descriptor(), &planner.granted, &input.context, &plan)?;
             Ok(Ok(CheckedPlan {
                 manifests,
                 secret_copies: plan.secret_copies,
@@ -116,10 +134,10 @@ pub async fn reconcile(plugin: &Plugin, input: &Input) -> Result<Result<CheckedP
 }
 
 /// Calls `cleanup` and checks the result against the descriptor.
-pub async fn cleanup(plugin: &Plugin, input: &Input) -> Result<Result<CleanupPlan, PlanError>, Error> {
-    let result = plugin.cleanup(input).await?;
+pub async fn cleanup(planner: &Planner, input: &Input) -> Result<Result<CleanupPlan, PlanError>, Error> {
+    let result = planner.plugin.cleanup(input).await?;
     if let Ok(CleanupPlan::Teardown(teardown)) = &result {
-        check_teardown(plugin.descriptor(), &input.context, teardown)?;
+        check_teardown(planner.descriptor(), &planner.granted, &input.context, teardown)?;
     }
     Ok(result)
 }

@@ -18,15 +18,15 @@ pub(super) fn instance_access<'a>(
     tenant: &'a str,
     target: Target,
 ) -> InstanceAccess<'a> {
-    let access = &ctx.descriptor().access;
+    let granted = ctx.granted();
     InstanceAccess {
         controller: &ctx.descriptor().service.group,
         instance_name: &instance.name,
         instance_namespace: &instance.namespace,
         tenant_namespace: tenant,
         rules: match target {
-            Target::ControlPlane => &access.control_plane_rules,
-            Target::Workload => &access.workload_rules,
+            Target::ControlPlane => &granted.control_plane_rules,
+            Target::Workload => &granted.workload_rules,
         },
         target,
     }

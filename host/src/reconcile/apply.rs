@@ -10,7 +10,7 @@ use tracing::info;
 use super::access::{Obtained, instance_access, obtain};
 use super::{Context, DEFAULT_POLL, Outcome, WAIT, key_of, requeue, timed};
 use crate::access::{self, Target};
-use crate::apply::{self, Change, Scope};
+use crate::apply::{self, Change, Scope, Sources};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plan::{self, CheckedPlan, Step};
@@ -33,7 +33,7 @@ pub(super) async fn apply_instance(
     match result {
         Ok(done) => Ok(done),
         Err(error) => {
-            ctx.status.write(object, &status::reconcile_error(report(&error)), true).await?;
+            ctx.status.write(object, &status::failed(error.category().reason(), report(&error)), true).await?;
             match error.category().needs_a_person() {
                 true => Ok((Outcome::InvalidInput, Action::requeue(DEFAULT_POLL))),
                 false => Err(error),
@@ -52,7 +52,7 @@ async fn apply_with_config(
     let tenant = instance.tenant_namespace();
     access::ensure_namespace(&ctx.platform, &tenant).await?;
     let mut targets = vec![Target::ControlPlane];
-    if ctx.descriptor().access.workload_cluster {
+    if ctx.granted().workload_cluster {
         targets.push(Target::Workload);
     }
     let mut granted = Vec::new();
@@ -75,10 +75,10 @@ async fn apply_with_config(
     let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), workload);
     let reach =
         Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
-    let observed = gather::observe(&reach, ctx.descriptor(), &context, false).await?;
+    let observed = gather::observe(&reach, &ctx.granted().observations, &context, false).await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
-    let plan = match timed(ctx, "plan", plan::reconcile(&ctx.plugin, &input)).await? {
+    let plan = match timed(ctx, "plan", plan::reconcile(&ctx.planner, &input)).await? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
             ctx.status.write(object, &status::reconcile_error(&i.message), true).await?;
@@ -91,7 +91,7 @@ async fn apply_with_config(
     // missing, creating that Secret must re-trigger this instance.
     let key = key_of(object);
     ctx.instances.set_sources(&key, plan.secret_copies.iter().map(|c| c.source_name.clone()).collect());
-    let writes = write(ctx, instance, &reach, &plan).await?;
+    let writes = write(ctx, instance, &reach, &plan, provider_config).await?;
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
     if writes + pruned > 0 {
         info!(writes, pruned, "applied");
@@ -101,8 +101,16 @@ async fn apply_with_config(
 }
 
 /// Applies every step of the plan; returns how many wrote something.
-async fn write(ctx: &Context, instance: &Instance, reach: &Reach<'_>, plan: &CheckedPlan) -> Result<usize, Error> {
+async fn write(
+    ctx: &Context,
+    instance: &Instance,
+    reach: &Reach<'_>,
+    plan: &CheckedPlan,
+    provider_config: &Value,
+) -> Result<usize, Error> {
     let owner = instance.owner(&ctx.provider_name);
+    let sources =
+        Sources { granted: ctx.granted(), provider_config: Some(provider_config), reserved: &ctx.reserved_secrets };
     let mut writes = 0;
     for step in plan.steps() {
         let change = match step {
@@ -112,7 +120,8 @@ async fn write(ctx: &Context, instance: &Instance, reach: &Reach<'_>, plan: &Che
             }
             Step::Copy(copy) => {
                 let target = reach.client(copy.target_cluster).expect("checked by plan::check_plan");
-                apply::copy_secret(&ctx.platform, &ctx.pod_namespace, target, copy, &owner, &ctx.field_manager).await?
+                let (platform, pod_namespace) = (&ctx.platform, &ctx.pod_namespace);
+                apply::copy_secret(platform, pod_namespace, target, copy, &sources, &owner, &ctx.field_manager).await?
             }
         };
         writes += usize::from(change == Change::Written);

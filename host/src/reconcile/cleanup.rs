@@ -32,7 +32,7 @@ pub(super) async fn cleanup_instance(
         Ok(()) => Ok(()),
         Err(e @ Error::NotYet { .. }) => Err(e),
         Err(e) => {
-            ctx.status.write(object, &status::terminating_error(report(&e)), true).await?;
+            ctx.status.write(object, &status::terminating_failed(e.category().reason(), report(&e)), true).await?;
             Err(e)
         }
     }
@@ -48,7 +48,7 @@ async fn cleanup_steps(
     let tenant = instance.tenant_namespace();
     let control_plane_request = instance_access(ctx, instance, &tenant, Target::ControlPlane);
     let workload_request = instance_access(ctx, instance, &tenant, Target::Workload);
-    let workload_cluster = ctx.descriptor().access.workload_cluster;
+    let workload_cluster = ctx.granted().workload_cluster;
     // Access only while an AccessRequest is alive and granted: if it is
     // gone, the platform side is still cleaned up.
     let cp = remaining_access(ctx, &control_plane_request, Cluster::ControlPlane).await?;
@@ -69,11 +69,11 @@ async fn cleanup_steps(
         control_plane: cp.as_ref().map(|(_, c)| c),
         workload: wl.as_ref().map(|(_, c)| c),
     };
-    let observed = gather::observe(&reach, ctx.descriptor(), &context, true).await?;
+    let observed = gather::observe(&reach, &ctx.granted().observations, &context, true).await?;
     let input = gather::input(raw, provider_config, context, observed);
     let owner = instance.owner(&ctx.provider_name);
 
-    let teardown = match timed(ctx, "cleanup", plan::cleanup(&ctx.plugin, &input)).await? {
+    let teardown = match timed(ctx, "cleanup", plan::cleanup(&ctx.planner, &input)).await? {
         Err(e) => return Err(Error::PluginTransient(e.to_string())),
         Ok(CleanupPlan::Blocked(blocked)) => {
             let desired = ServiceStatus { resources: blocked.resources, ..status::terminating(&blocked.message) };

@@ -10,10 +10,10 @@ use kube::runtime::events::Recorder;
 use service_provider_sdk::contract::Descriptor;
 
 use crate::clusters::ClientCache;
+use crate::grant::Effective;
 use crate::metrics::Metrics;
-use crate::plan::Inventory;
+use crate::plan::{Inventory, Planner};
 use crate::resource;
-use crate::sandbox::Plugin;
 use crate::status::StatusWriter;
 
 /// `(namespace, name)` of a service object.
@@ -21,7 +21,8 @@ pub type InstanceKey = (String, String);
 
 /// Everything a reconcile needs; shared by all reconciles.
 pub struct Context {
-    pub plugin: Plugin,
+    /// The plugin and what it was granted.
+    pub planner: Planner,
     /// `--provider-name`: the ProviderConfig to use and the owner label value.
     pub provider_name: String,
     pub pod_namespace: String,
@@ -35,13 +36,16 @@ pub struct Context {
     pub clients: ClientCache,
     /// Only service objects in this onboarding namespace (all when `None`).
     pub watch_namespace: Option<String>,
+    /// Secrets in the pod namespace that are the host's own credentials
+    /// (its onboarding kubeconfigs): never copied, whatever is allowed.
+    pub reserved_secrets: Vec<String>,
     /// Per-instance memory of the last reconciles.
     pub instances: InstanceState,
 }
 
 impl Context {
     pub fn new(
-        plugin: Plugin,
+        planner: Planner,
         provider_name: String,
         pod_namespace: String,
         platform: Client,
@@ -49,13 +53,13 @@ impl Context {
         recorder: Recorder,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let d = plugin.descriptor();
+        let d = planner.descriptor();
         let service = resource::of_kind(&d.service);
         let provider_config = resource::of_kind(&d.provider_config);
         Context {
             field_manager: format!("service-provider-host/{provider_name}"),
             status: StatusWriter { onboarding: onboarding.clone(), service: service.clone(), recorder },
-            plugin,
+            planner,
             provider_name,
             pod_namespace,
             platform,
@@ -65,12 +69,17 @@ impl Context {
             provider_config,
             clients: ClientCache::default(),
             watch_namespace: None,
+            reserved_secrets: Vec::new(),
             instances: InstanceState::default(),
         }
     }
 
     pub fn descriptor(&self) -> &Descriptor {
-        self.plugin.descriptor()
+        self.planner.descriptor()
+    }
+
+    pub fn granted(&self) -> &Effective {
+        &self.planner.granted
     }
 }
 

@@ -14,8 +14,11 @@ mod apply;
 mod cleanup;
 pub mod context;
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use futures::FutureExt;
 
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -80,7 +83,12 @@ fn key_of(object: &DynamicObject) -> InstanceKey {
 pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = key_of(&object);
-    let result = reconcile_instance(object, &ctx).await;
+    // A panic must stay with its instance: the controller, and with it
+    // every other instance, goes on.
+    let result = match AssertUnwindSafe(reconcile_instance(object, &ctx)).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(Error::Panic(panic_message(panic.as_ref()))),
+    };
     let label = match &result {
         Ok((outcome, _)) => outcome.label(),
         Err(e) if e.not_yet().is_some() => "deleting",
@@ -94,6 +102,14 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
         ctx.instances.succeeded(&key);
     }
     result.map(|(_, action)| action)
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// Requeue policy on errors: "not yet" (deletion in progress) waits as asked;

@@ -125,4 +125,47 @@ mod tests {
         assert_eq!(limiter.hit, Some(Hit::Table));
         assert_eq!(limiter.instances(), limits.instances);
     }
+
+    /// A core module in a store limited like a plugin call's.
+    fn run(limits: &Limits, wat: &str) -> (wasmtime::Result<i32>, Option<Hit>) {
+        use wasmtime::{Engine, Instance, Module, Store};
+        let engine = Engine::default();
+        let module = Module::new(&engine, wat::parse_str(wat).expect("valid WAT")).expect("compiles");
+        let mut store = Store::new(&engine, Limiter::new(limits));
+        store.limiter(|l| l);
+        let result = Instance::new(&mut store, &module, &[])
+            .and_then(|i| i.get_typed_func::<(), i32>(&mut store, "run"))
+            .and_then(|f| f.call(&mut store, ()));
+        (result, store.data().hit)
+    }
+
+    #[test]
+    fn a_table_grown_to_two_billion_elements_traps_instead_of_allocating() {
+        let limits = Limits::default();
+        let grow = r#"(module (table 1 funcref)
+            (func (export "run") (result i32) (table.grow 0 (ref.null func) (i32.const 2147483647))))"#;
+        let (result, hit) = run(&limits, grow);
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(hit, Some(Hit::Table));
+    }
+
+    #[test]
+    fn memory_beyond_the_limit_traps() {
+        let limits = Limits { memory_bytes: 1 << 20, ..Limits::default() };
+        let grow = r#"(module (memory 1) (func (export "run") (result i32) (memory.grow (i32.const 100))))"#;
+        let (result, hit) = run(&limits, grow);
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(hit, Some(Hit::Memory));
+    }
+
+    #[test]
+    fn too_many_memories_or_tables_fail_to_instantiate() {
+        let limits = Limits { memories: 2, tables: 2, ..Limits::default() };
+        let memories = r#"(module (memory 1) (memory 1) (memory 1) (func (export "run") (result i32) (i32.const 0)))"#;
+        assert!(run(&limits, memories).0.is_err());
+        let tables = r#"(module (table 1 funcref) (table 1 funcref) (table 1 funcref) (func (export "run") (result i32) (i32.const 0)))"#;
+        assert!(run(&limits, tables).0.is_err());
+        let fine = r#"(module (memory 1) (table 1 funcref) (func (export "run") (result i32) (i32.const 7)))"#;
+        assert_eq!(run(&limits, fine).0.unwrap(), 7);
+    }
 }

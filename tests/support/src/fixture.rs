@@ -26,7 +26,7 @@ use service_provider_host::reconcile::Context;
 use service_provider_host::sandbox::Plugin;
 use service_provider_sdk::{contract, names};
 
-use crate::plugins::plugin;
+use crate::plugins::{planner, plugin};
 use crate::unique;
 
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -189,7 +189,7 @@ impl Fixture {
         };
         let platform = counted(&self.env.platform, contract::Cluster::Platform).await;
         let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
-        Arc::new(operator::context(plugin, &self.settings(), platform, onboarding, self.metrics.clone()))
+        Arc::new(operator::context(planner(plugin), &self.settings(), platform, onboarding, self.metrics.clone()))
     }
 
     /// Runs the controller until [`Self::stop_operator`] (or the test ends).
@@ -204,6 +204,12 @@ impl Fixture {
             let _ = stopped.await;
         }));
         self.operator = Some((stop, task));
+    }
+
+    /// Whether the controller started by [`Self::start_operator`] still runs
+    /// (it never ends on its own: a plugin must not be able to stop it).
+    pub fn operator_running(&self) -> bool {
+        self.operator.as_ref().is_some_and(|(_, task)| !task.is_finished())
     }
 
     pub async fn stop_operator(&mut self) {

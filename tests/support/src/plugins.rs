@@ -2,9 +2,12 @@
 //! `target/wasm32-wasip2/plugin/`; each can be overridden with an env var.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
+use service_provider_host::grant::{Effective, Grant};
+use service_provider_host::plan::Planner;
 use service_provider_host::sandbox::{Limits, Plugin, Prepared, Sandbox};
+use service_provider_sdk::contract::PolicyRule;
 
 /// A component the tests use: the env var that overrides its path, and its
 /// file name in the build output.
@@ -17,6 +20,9 @@ pub struct Component {
 pub const KRO: Component = Component { env: "KRO_PLUGIN_WASM", file: "guest_kro.wasm" };
 pub const MISBEHAVING: Component = Component { env: "MISBEHAVING_PLUGIN_WASM", file: "misbehaving_plugin.wasm" };
 pub const WORKLOAD_ECHO: Component = Component { env: "WORKLOAD_ECHO_PLUGIN_WASM", file: "workload_echo_plugin.wasm" };
+pub const HOSTILE: Component = Component { env: "HOSTILE_PLUGIN_WASM", file: "hostile_plugin.wasm" };
+pub const SLEEPY_DESCRIBE: Component =
+    Component { env: "SLEEPY_DESCRIBE_PLUGIN_WASM", file: "sleepy_describe_plugin.wasm" };
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -81,4 +87,27 @@ pub fn plugin() -> Plugin {
 pub fn workload_echo_plugin() -> Plugin {
     static PLUGIN: OnceLock<Plugin> = OnceLock::new();
     PLUGIN.get_or_init(|| load(WORKLOAD_ECHO, Limits::default())).clone()
+}
+
+/// The grant a platform operator would give each test plugin: the built-in
+/// one, and for `echo` (workload-echo) a workload cluster where it may write
+/// ConfigMaps in `default`.
+pub fn grant_for(plugin: &Plugin) -> Grant {
+    let mut grant = Grant::default_grant();
+    if plugin.name() == "echo" {
+        grant.token_rules.workload = vec![PolicyRule::new(&[""], &["configmaps"], &["*"])];
+        grant.write.push(
+            Grant::parse("write:\n  - cluster: workload\n    namespaces: [default]\n    groups: [\"\"]\n    kinds: [ConfigMap]\n")
+                .expect("grant")
+                .write
+                .remove(0),
+        );
+    }
+    grant
+}
+
+/// A plugin with the grant of [`grant_for`].
+pub fn planner(plugin: Plugin) -> Planner {
+    let granted = Effective::new(plugin.descriptor(), grant_for(&plugin)).expect("the grant fits the plugin");
+    Planner { plugin, granted: Arc::new(granted) }
 }

@@ -3,7 +3,10 @@
 //! Every client counts its requests (see [`crate::metrics`]). ControlPlane
 //! clients are built from the kubeconfig Secret an AccessRequest names, and
 //! cached per Secret: the token in it rotates, so a client is rebuilt when the
-//! Secret's `resourceVersion` changes.
+//! Secret's `resourceVersion` changes. Kubeconfigs read from a cluster are
+//! data only ([`kubeconfig`]): no `exec`, no files.
+
+pub mod kubeconfig;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,10 +35,29 @@ pub fn client(config: Config, cluster: Cluster, metrics: &Arc<Metrics>) -> Resul
     Ok(builder.with_layer(&count).build())
 }
 
-/// A client from kubeconfig text (its current context).
+/// A client from kubeconfig text read from a cluster (its current context,
+/// inline connection data only; see [`kubeconfig::sanitize`]).
 pub async fn client_from_kubeconfig(yaml: &str, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml)
         .map_err(|e| Error::Access(format!("the {cluster} kubeconfig is not valid: {e}")))?;
+    let kubeconfig = kubeconfig::sanitize(&kubeconfig)
+        .map_err(|reason| Error::Access(format!("the {cluster} kubeconfig is refused: {reason}")))?;
+    from_kubeconfig(kubeconfig, cluster, metrics).await
+}
+
+/// A client from a kubeconfig file the operator gave (the development
+/// override of the onboarding cluster): trusted like `KUBECONFIG`.
+pub async fn client_from_operator_kubeconfig(
+    yaml: &str,
+    cluster: Cluster,
+    metrics: &Arc<Metrics>,
+) -> Result<Client, Error> {
+    let kubeconfig = Kubeconfig::from_yaml(yaml)
+        .map_err(|e| Error::Access(format!("the {cluster} kubeconfig is not valid: {e}")))?;
+    from_kubeconfig(kubeconfig, cluster, metrics).await
+}
+
+async fn from_kubeconfig(kubeconfig: Kubeconfig, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| Error::Access(format!("the {cluster} kubeconfig cannot be used: {e}")))?;

@@ -1,0 +1,334 @@
+//! The per-call checks: is this object, copy or deletion of a plan allowed
+//! for this instance? The always-refused rules ([`super::hard`]) come
+//! first, then the grant; every refusal names its rule.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use service_provider_sdk::contract::{Cluster, Context};
+use service_provider_sdk::names;
+
+use super::hard::{self, Source, Target};
+use super::{COPY_SOURCE_LABEL, Effective, FieldRule, Place, listed};
+
+/// A request of the plugin the host refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} is refused: {reason} (rule {rule})")]
+pub struct Denial {
+    /// The rule's name: one of [`super::hard`]'s, `not-granted`,
+    /// `not-requested` or `grant-field`.
+    pub rule: String,
+    /// The object, copy or observation, as an operator would name it.
+    pub what: String,
+    pub reason: String,
+}
+
+impl Denial {
+    pub fn new(rule: impl Into<String>, what: impl Into<String>, reason: impl Into<String>) -> Self {
+        Denial { rule: rule.into(), what: what.into(), reason: reason.into() }
+    }
+
+    fn hard(what: &str, refusal: hard::Refusal) -> Self {
+        Denial::new(refusal.rule, what, refusal.reason)
+    }
+}
+
+/// Where a copy of the same plan goes: what `{copies}` stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyPlace {
+    pub cluster: Cluster,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Whether a place of the grant covers a namespace (`None`: cluster-scoped).
+fn place_covers(place: &Place, cluster: Cluster, namespace: Option<&str>, tenant: &str) -> bool {
+    place.cluster == cluster
+        && match namespace {
+            None => place.cluster_scoped,
+            Some(ns) => place.namespaces.iter().any(|n| n == "*" || n == ns || (n == "{tenant}" && ns == tenant)),
+        }
+}
+
+impl Effective {
+    /// Whether the rules no grant can lift allow writing or deleting `target`.
+    pub fn check_always_refused(&self, context: &Context, target: &Target, what: &str) -> Result<(), Denial> {
+        match hard::write(target, &self.own, &context.tenant_namespace) {
+            Some(refusal) => Err(Denial::hard(what, refusal)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the host may write (or, with `object` `None`, delete)
+    /// `target` for the instance of `context`. `copies` are the plan's
+    /// copies, for `{copies}` in field rules.
+    pub fn check_write(
+        &self,
+        context: &Context,
+        target: &Target,
+        object: Option<&Value>,
+        copies: &[CopyPlace],
+        what: &str,
+    ) -> Result<(), Denial> {
+        let tenant = context.tenant_namespace.as_str();
+        if let Some(refusal) = hard::write(target, &self.own, tenant) {
+            return Err(Denial::hard(what, refusal));
+        }
+        let rules = self.grant.write.iter().filter(|rule| {
+            place_covers(&rule.place(), target.cluster, target.namespace, tenant)
+                && listed(&rule.groups, target.group)
+                && listed(&rule.kinds, target.kind)
+        });
+        let mut first_field_denial = None;
+        for rule in rules {
+            let Some(object) = object else { return Ok(()) };
+            match rule.fields.iter().find_map(|f| field_denial(f, object, context, target, copies)) {
+                None => return Ok(()),
+                Some(reason) => {
+                    first_field_denial.get_or_insert(reason);
+                }
+            }
+        }
+        Err(match first_field_denial {
+            Some(reason) => Denial::new("grant-field", what, reason),
+            None => Denial::new("not-granted", what, "no write rule of the plugin grant allows it"),
+        })
+    }
+
+    /// Whether a copy may go to `namespace` on `cluster`.
+    pub fn check_copy_target(
+        &self,
+        context: &Context,
+        cluster: Cluster,
+        namespace: &str,
+        what: &str,
+    ) -> Result<(), Denial> {
+        let tenant = context.tenant_namespace.as_str();
+        if let Some(refusal) = hard::copy_target(cluster, namespace, tenant) {
+            return Err(Denial::hard(what, refusal));
+        }
+        if !self.grant.copy.targets.iter().any(|place| place_covers(place, cluster, Some(namespace), tenant)) {
+            return Err(Denial::new("not-granted", what, "no copy target of the plugin grant allows it"));
+        }
+        Ok(())
+    }
+
+    /// Whether the object `source` in the pod namespace may be copied.
+    /// `reserved` names the host's own credentials.
+    pub fn check_copy_source(
+        &self,
+        provider: &str,
+        provider_config: Option<&Value>,
+        source: &Source,
+        labels: &BTreeMap<String, String>,
+        reserved: &[String],
+    ) -> Result<(), Denial> {
+        let what = format!("copying {} {}", source.kind, source.name);
+        if let Some(refusal) = hard::copy_source(source, reserved) {
+            return Err(Denial::hard(&what, refusal));
+        }
+        let sources = &self.grant.copy.sources;
+        let named_by_config = sources.provider_config
+            && provider_config.and_then(|pc| pc.get("spec")).is_some_and(|spec| mentions(spec, source.name));
+        let labelled = sources.labelled && labels.get(COPY_SOURCE_LABEL) == Some(&names::label_value(provider));
+        let listed_by_name = sources.names.iter().any(|n| n == source.name);
+        if !(named_by_config || labelled || listed_by_name) {
+            let mut ways = Vec::new();
+            if sources.provider_config {
+                ways.push("name it in the ProviderConfig".to_string());
+            }
+            if sources.labelled {
+                ways.push(format!("label it {COPY_SOURCE_LABEL}={}", names::label_value(provider)));
+            }
+            ways.push("list it in the plugin grant's copy.sources.names".to_string());
+            let reason = format!("it is not an allowed copy source; to allow it, {}", ways.join(", or "));
+            return Err(Denial::new("not-granted", what, reason));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `value` contains the string `name` anywhere.
+fn mentions(value: &Value, name: &str) -> bool {
+    match value {
+        Value::String(s) => s == name,
+        Value::Array(items) => items.iter().any(|v| mentions(v, name)),
+        Value::Object(map) => map.values().any(|v| mentions(v, name)),
+        _ => false,
+    }
+}
+
+/// Why `object` breaks a field rule, if it does.
+fn field_denial(
+    rule: &FieldRule,
+    object: &Value,
+    context: &Context,
+    target: &Target,
+    copies: &[CopyPlace],
+) -> Option<String> {
+    let field = object.pointer(&rule.path);
+    match field {
+        Some(_) if rule.absent => return Some(format!("field {} must not be set", rule.path)),
+        None if rule.required => return Some(format!("field {} must be set", rule.path)),
+        None => return None,
+        Some(_) if rule.one_of.is_empty() => return None,
+        Some(_) => {}
+    }
+    let allowed: Vec<String> = rule.one_of.iter().flat_map(|v| expand(v, context, target, copies)).collect();
+    match field.and_then(Value::as_str) {
+        Some(value) if allowed.iter().any(|a| a == value) => None,
+        _ => Some(format!("field {} must be one of {allowed:?}", rule.path)),
+    }
+}
+
+/// The values a field-rule value stands for.
+fn expand(value: &str, context: &Context, target: &Target, copies: &[CopyPlace]) -> Vec<String> {
+    match value {
+        "{tenant}" => vec![context.tenant_namespace.clone()],
+        "{controlPlaneSecret}" => context.control_plane.iter().map(|k| k.name.clone()).collect(),
+        "{workloadSecret}" => context.workload.iter().map(|k| k.name.clone()).collect(),
+        "{copies}" => copies
+            .iter()
+            .filter(|c| c.cluster == target.cluster && Some(c.namespace.as_str()) == target.namespace)
+            .map(|c| c.name.clone())
+            .collect(),
+        literal => vec![literal.to_string()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use service_provider_sdk::contract::{ApiKind, Descriptor, KubeconfigRef};
+
+    use super::*;
+    use crate::grant::Grant;
+
+    fn effective() -> Effective {
+        let kind = ApiKind::new("kro.example", "v1", "Kro", "kroes", true);
+        Effective::new(&Descriptor::new("kro", kind.clone(), kind, "f"), Grant::default_grant()).unwrap()
+    }
+
+    fn context() -> Context {
+        Context {
+            provider_name: "kro".into(),
+            tenant_namespace: "mcp--t".into(),
+            pod_namespace: "pods".into(),
+            control_plane: Some(KubeconfigRef {
+                namespace: "mcp--t".into(),
+                name: "cp-kubeconfig".into(),
+                key: "kubeconfig".into(),
+            }),
+            workload: None,
+        }
+    }
+
+    fn release(spec: Value) -> Value {
+        json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": {"name": "r", "namespace": "mcp--t"}, "spec": spec})
+    }
+
+    const RELEASE: Target = Target {
+        cluster: Cluster::Platform,
+        group: "helm.toolkit.fluxcd.io",
+        kind: "HelmRelease",
+        namespace: Some("mcp--t"),
+        name: "r",
+    };
+
+    fn check(object: &Value, copies: &[CopyPlace]) -> Result<(), Denial> {
+        effective().check_write(&context(), &RELEASE, Some(object), copies, "HelmRelease mcp--t/r")
+    }
+
+    #[test]
+    fn a_helm_release_must_install_into_the_instances_own_cluster() {
+        let good = release(
+            json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": {"namespace": "mcp--t"}}),
+        );
+        assert_eq!(check(&good, &[]), Ok(()));
+        for (bad, rule, text) in [
+            (release(json!({})), "grant-field", "/spec/kubeConfig/secretRef/name must be set"),
+            (
+                release(json!({"kubeConfig": {"secretRef": {"name": "other"}}})),
+                "grant-field",
+                "must be one of [\"cp-kubeconfig\"]",
+            ),
+            (
+                release(
+                    json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": {"namespace": "mcp--other"}}),
+                ),
+                "grant-field",
+                "chartRef",
+            ),
+            (
+                release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "valuesFrom": []})),
+                "grant-field",
+                "must not be set",
+            ),
+        ] {
+            let denial = check(&bad, &[]).unwrap_err();
+            assert_eq!(denial.rule, rule, "{bad}");
+            assert!(denial.to_string().contains(text), "{denial}");
+            assert!(denial.to_string().starts_with("HelmRelease mcp--t/r is refused"), "{denial}");
+        }
+    }
+
+    #[test]
+    fn a_source_may_only_use_the_plans_own_copies() {
+        let repo = Target { group: "source.toolkit.fluxcd.io", kind: "OCIRepository", ..RELEASE };
+        let object = json!({"spec": {"secretRef": {"name": "sp-kro-pull"}}});
+        let e = effective();
+        let copy = CopyPlace { cluster: Cluster::Platform, namespace: "mcp--t".into(), name: "sp-kro-pull".into() };
+        assert!(e.check_write(&context(), &repo, Some(&object), std::slice::from_ref(&copy), "r").is_ok());
+        let elsewhere = CopyPlace { namespace: "kro-system".into(), cluster: Cluster::ControlPlane, ..copy };
+        assert_eq!(e.check_write(&context(), &repo, Some(&object), &[elsewhere], "r").unwrap_err().rule, "grant-field");
+        let kubeconfig = json!({"spec": {"secretRef": {"name": "cp-kubeconfig"}}});
+        assert_eq!(e.check_write(&context(), &repo, Some(&kubeconfig), &[], "r").unwrap_err().rule, "grant-field");
+    }
+
+    #[test]
+    fn kinds_and_places_outside_the_grant_are_refused() {
+        let e = effective();
+        let deployment = Target { group: "apps", kind: "Deployment", ..RELEASE };
+        assert_eq!(e.check_write(&context(), &deployment, Some(&json!({})), &[], "d").unwrap_err().rule, "not-granted");
+        let cp_namespace = Target {
+            cluster: Cluster::ControlPlane,
+            group: "",
+            kind: "Namespace",
+            namespace: None,
+            name: "kro-system",
+        };
+        assert!(e.check_write(&context(), &cp_namespace, Some(&json!({})), &[], "ns").is_ok());
+        // Deletions check the rules but no fields.
+        assert!(e.check_write(&context(), &RELEASE, None, &[], "r").is_ok());
+        assert!(e.check_copy_target(&context(), Cluster::ControlPlane, "kro-system", "c").is_ok());
+        assert_eq!(e.check_copy_target(&context(), Cluster::Workload, "default", "c").unwrap_err().rule, "not-granted");
+        assert_eq!(
+            e.check_copy_target(&context(), Cluster::Platform, "pods", "c").unwrap_err().rule,
+            "tenant-namespace-only"
+        );
+    }
+
+    #[test]
+    fn copy_sources_must_be_allowed_by_the_operator() {
+        let e = effective();
+        let source = Source {
+            kind: "Secret",
+            name: "registry",
+            type_: Some("kubernetes.io/dockerconfigjson"),
+            owner_kinds: &[],
+            data_keys: &[],
+        };
+        let config = json!({"spec": {"versions": [{"chartPullSecret": "registry"}]}});
+        let none = BTreeMap::new();
+        assert!(e.check_copy_source("kro", Some(&config), &source, &none, &[]).is_ok());
+        let denial = e.check_copy_source("kro", Some(&json!({"spec": {}})), &source, &none, &[]).unwrap_err();
+        assert_eq!(denial.rule, "not-granted");
+        assert!(denial.reason.contains("name it in the ProviderConfig"), "{denial}");
+        let labelled = BTreeMap::from([(COPY_SOURCE_LABEL.to_string(), "kro".to_string())]);
+        assert!(e.check_copy_source("kro", None, &source, &labelled, &[]).is_ok());
+        let kubeconfig = Source { data_keys: &["kubeconfig"], ..source };
+        let denial =
+            e.check_copy_source("kro", Some(&json!({"spec": {"x": "registry"}})), &kubeconfig, &none, &[]).unwrap_err();
+        assert_eq!(denial.rule, "no-credential-copies");
+    }
+}

@@ -1,0 +1,252 @@
+//! What a plugin may do: decided by the platform operator, enforced by the
+//! host, never by the plugin itself.
+//!
+//! A plugin *requests* in its `describe()` (capabilities, observations,
+//! token rules, a workload cluster). The operator *grants* with a
+//! [`Grant`] file (`--plugin-grant`; without one the built-in
+//! [`default.yaml`](../../src/grant/default.yaml) applies). The host acts on
+//! the intersection, and on top of any grant it always refuses what no
+//! service provider needs and every attacker wants ([`hard`]): Secret data
+//! in the sandbox, plain Secrets as objects, RBAC, admission webhooks,
+//! foreign CRDs, openmcp's own kinds, the service kind itself, the
+//! onboarding cluster, the platform cluster outside the tenant namespace,
+//! system namespaces.
+//!
+//! - [`effective`]: at load, what of the descriptor is granted; the rest is
+//!   reported and not given.
+//! - [`check`]: per call, every object, copy and deletion of a plan.
+
+pub mod check;
+pub mod effective;
+pub mod hard;
+
+use std::path::Path;
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use service_provider_sdk::contract::{Cluster, PolicyRule};
+
+pub use check::Denial;
+pub use effective::Effective;
+
+/// A grant that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    #[error("reading the plugin grant {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the plugin grant {} is not valid: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("the plugin grant is for plugin {granted:?}, but the plugin is {plugin:?}")]
+    OtherPlugin { granted: String, plugin: String },
+}
+
+/// The built-in grant.
+pub const DEFAULT: &str = include_str!("default.yaml");
+
+/// The operator's grant for one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Grant {
+    /// If set, the name the plugin must have (its `describe().name`): a
+    /// grant written for one plugin is not silently used for another.
+    #[serde(default)]
+    pub plugin: Option<String>,
+    /// Objects the host may apply and delete for the plugin.
+    #[serde(default)]
+    pub write: Vec<WriteRule>,
+    /// Objects the host may read for the plugin.
+    #[serde(default)]
+    pub observe: Vec<ObserveRule>,
+    /// Copies of Secrets and ConfigMaps from the pod namespace.
+    #[serde(default)]
+    pub copy: CopyRules,
+    /// The most the per-instance tokens may allow.
+    #[serde(default)]
+    pub token_rules: TokenRules,
+}
+
+/// Where a rule applies: namespaces (`{tenant}` is the instance's tenant
+/// namespace, `*` any namespace) and/or cluster-scoped objects.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Place {
+    pub cluster: Cluster,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    #[serde(default)]
+    pub cluster_scoped: bool,
+}
+
+/// Objects of some kinds, in some places, that the host may write.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WriteRule {
+    pub cluster: Cluster,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    #[serde(default)]
+    pub cluster_scoped: bool,
+    /// API groups (`""` is the core group, `*` any).
+    pub groups: Vec<String>,
+    /// Kinds (`*` any).
+    pub kinds: Vec<String>,
+    /// Conditions on fields of every object this rule allows.
+    #[serde(default)]
+    pub fields: Vec<FieldRule>,
+}
+
+/// A condition on one field (a JSON pointer) of a written object. Values
+/// may use `{tenant}`, `{controlPlaneSecret}`, `{workloadSecret}` and
+/// `{copies}` (the names of the copies the same plan makes into the object's
+/// namespace on its cluster).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FieldRule {
+    pub path: String,
+    /// The field must be present.
+    #[serde(default)]
+    pub required: bool,
+    /// The field must not be present.
+    #[serde(default)]
+    pub absent: bool,
+    /// If present, the field must be a string with one of these values.
+    #[serde(default)]
+    pub one_of: Vec<String>,
+}
+
+/// How much of an object an observation may see.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Detail {
+    #[default]
+    Metadata,
+    Full,
+}
+
+/// Objects of some kinds, in some places, that the host may read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObserveRule {
+    pub cluster: Cluster,
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    #[serde(default)]
+    pub cluster_scoped: bool,
+    pub groups: Vec<String>,
+    pub kinds: Vec<String>,
+    /// The most the observation may see (`metadata` or `full`).
+    #[serde(default)]
+    pub detail: Detail,
+}
+
+/// Where copies may go, and which sources they may come from.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CopyRules {
+    #[serde(default)]
+    pub targets: Vec<Place>,
+    #[serde(default)]
+    pub sources: CopySources,
+}
+
+/// Which objects in the pod namespace may be copied.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CopySources {
+    /// Objects whose name appears as a value anywhere in the ProviderConfig's
+    /// `spec` (only the platform operator writes it).
+    #[serde(default)]
+    pub provider_config: bool,
+    /// Objects labelled [`COPY_SOURCE_LABEL`] with the provider name.
+    #[serde(default)]
+    pub labelled: bool,
+    /// Objects with exactly these names.
+    #[serde(default)]
+    pub names: Vec<String>,
+}
+
+/// The label that marks an object in the pod namespace as a copy source
+/// for the provider named in its value.
+pub const COPY_SOURCE_LABEL: &str = "service-provider.open-control-plane.io/copy-source";
+
+/// Bounds of the per-instance tokens.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenRules {
+    #[serde(default)]
+    pub control_plane: Vec<PolicyRule>,
+    /// Empty: the plugin gets no workload cluster.
+    #[serde(default)]
+    pub workload: Vec<PolicyRule>,
+}
+
+impl Grant {
+    /// The built-in grant.
+    pub fn default_grant() -> Grant {
+        Grant::parse(DEFAULT).expect("the built-in grant parses")
+    }
+
+    pub fn parse(text: &str) -> Result<Grant, serde_saphyr::Error> {
+        serde_saphyr::from_str(text)
+    }
+
+    /// Reads a grant file, or the built-in grant when `path` is `None`.
+    pub fn load(path: Option<&Path>) -> Result<Grant, GrantError> {
+        let Some(path) = path else { return Ok(Grant::default_grant()) };
+        let text =
+            std::fs::read_to_string(path).map_err(|source| GrantError::Read { path: path.to_path_buf(), source })?;
+        Grant::parse(&text).map_err(|e| GrantError::Parse { path: path.to_path_buf(), message: e.to_string() })
+    }
+}
+
+impl WriteRule {
+    pub fn place(&self) -> Place {
+        Place { cluster: self.cluster, namespaces: self.namespaces.clone(), cluster_scoped: self.cluster_scoped }
+    }
+}
+
+impl ObserveRule {
+    pub fn place(&self) -> Place {
+        Place { cluster: self.cluster, namespaces: self.namespaces.clone(), cluster_scoped: self.cluster_scoped }
+    }
+}
+
+/// Whether `item` is in `list`, with `*` matching anything.
+pub(crate) fn listed(list: &[String], item: &str) -> bool {
+    list.iter().any(|l| l == "*" || l == item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_grant_parses_and_is_narrow() {
+        let grant = Grant::default_grant();
+        assert!(grant.write.iter().all(|w| w.cluster != Cluster::Onboarding));
+        assert!(grant.token_rules.workload.is_empty(), "no workload cluster by default");
+        let platform_writes: Vec<_> = grant.write.iter().filter(|w| w.cluster == Cluster::Platform).collect();
+        assert!(platform_writes.iter().all(|w| w.namespaces == ["{tenant}"] && !w.cluster_scoped));
+        let release = platform_writes.iter().find(|w| w.kinds.contains(&"HelmRelease".to_string())).unwrap();
+        assert!(release.fields.iter().any(|f| f.path == "/spec/kubeConfig/secretRef/name" && f.required));
+    }
+
+    #[test]
+    fn unknown_fields_are_errors_not_silently_ignored() {
+        let err = Grant::parse("write:\n  - cluster: platform\n    groups: []\n    kinds: []\n    namespace: x\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("namespace"), "{err}");
+        assert!(Grant::parse("writes: []\n").is_err());
+    }
+
+    #[test]
+    fn a_missing_grant_file_is_a_clear_error() {
+        let err = Grant::load(Some(Path::new("/nonexistent/grant.yaml"))).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/grant.yaml"), "{err}");
+    }
+}

@@ -1,0 +1,159 @@
+//! Holding a plan to the plugin's word and the operator's grant: every
+//! object the plugin asks the host to write or delete must be well formed
+//! ([`super::validate`]), on a cluster the instance reaches, requested in
+//! the plugin's `describe()` and allowed by its grant ([`crate::grant`]).
+//! One refusal fails the whole reconcile before anything is written.
+
+use service_provider_sdk::contract::{Capability, Cluster, Context, Descriptor, ObjectRef, Plan, Teardown};
+
+use super::{Manifest, validate};
+use crate::Error;
+use crate::grant::hard::Target;
+use crate::grant::{Denial, Effective, check::CopyPlace};
+use crate::instance::{reachable, scope_namespace};
+use crate::resource::group_of;
+
+fn describe(t: &Target) -> String {
+    match t.namespace {
+        Some(ns) => format!("{} {ns}/{} on the {} cluster", t.kind, t.name, t.cluster),
+        None => format!("{} {} on the {} cluster", t.kind, t.name, t.cluster),
+    }
+}
+
+/// The capability the plugin requested that covers the target, if any.
+fn requested<'d>(descriptor: &'d Descriptor, context: &Context, t: &Target) -> Option<&'d Capability> {
+    descriptor.capabilities.iter().find(|c| {
+        c.cluster == t.cluster
+            && c.api.group == t.group
+            && c.api.kind == t.kind
+            && scope_namespace(&c.scope, context) == t.namespace
+            && (c.names.is_empty() || c.names.iter().any(|n| n == t.name))
+    })
+}
+
+fn not_requested(what: &str) -> Error {
+    Error::Denied(Denial::new("not-requested", what, "the plugin did not request it in describe()"))
+}
+
+/// Checks a deletion: a deletion on a cluster the instance no longer
+/// reaches is skipped by the host, so it needs no access, but it must be
+/// requested and granted like a write.
+pub fn check_ref(descriptor: &Descriptor, granted: &Effective, context: &Context, r: &ObjectRef) -> Result<(), Error> {
+    let target = Target {
+        cluster: r.cluster,
+        group: group_of(&r.api_version),
+        kind: &r.kind,
+        namespace: r.namespace.as_deref(),
+        name: &r.name,
+    };
+    let what = format!("deleting {}", describe(&target));
+    granted.check_always_refused(context, &target, &what)?;
+    requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
+    granted.check_write(context, &target, None, &[], &what)?;
+    Ok(())
+}
+
+/// Checks a teardown: every deletion requested and granted, copies are v1
+/// Secrets in places copies may go.
+pub fn check_teardown(
+    descriptor: &Descriptor,
+    granted: &Effective,
+    context: &Context,
+    teardown: &Teardown,
+) -> Result<(), Error> {
+    for r in &teardown.objects {
+        check_ref(descriptor, granted, context, r)?;
+    }
+    for r in &teardown.secret_copies {
+        if r.kind != "Secret" || r.api_version != "v1" {
+            return Err(invalid(descriptor, format!("secret copy {} {} is not a v1 Secret", r.kind, r.name)));
+        }
+        let namespace = r.namespace.as_deref().unwrap_or_default();
+        let what = format!("deleting the copy Secret {namespace}/{} on the {} cluster", r.name, r.cluster);
+        granted.check_copy_target(context, r.cluster, namespace, &what)?;
+        let target =
+            Target { cluster: r.cluster, group: "", kind: "Secret", namespace: Some(namespace), name: &r.name };
+        requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
+    }
+    Ok(())
+}
+
+fn invalid(descriptor: &Descriptor, reason: String) -> Error {
+    Error::InvalidPlan { plugin: descriptor.name.clone(), reason }
+}
+
+/// Parses a desired object, checks its shape and pulls out its identity.
+pub fn manifest(descriptor: &Descriptor, cluster: Cluster, text: &str) -> Result<Manifest, Error> {
+    validate::manifest(cluster, text).map_err(|reason| invalid(descriptor, reason))
+}
+
+/// Checks every object and copy of a plan; returns the objects parsed, each
+/// with the REST plural of the capability that allows it.
+pub fn check_plan(
+    descriptor: &Descriptor,
+    granted: &Effective,
+    context: &Context,
+    plan: &Plan,
+) -> Result<Vec<Manifest>, Error> {
+    let mut manifests =
+        plan.objects.iter().map(|o| manifest(descriptor, o.cluster, &o.manifest)).collect::<Result<Vec<_>, _>>()?;
+    let copies: Vec<CopyPlace> = plan
+        .secret_copies
+        .iter()
+        .map(|c| CopyPlace {
+            cluster: c.target_cluster,
+            namespace: c.target_namespace.clone(),
+            name: c.target_name.clone(),
+        })
+        .collect();
+    for m in &mut manifests {
+        let target = Target {
+            cluster: m.cluster,
+            group: m.group(),
+            kind: &m.kind,
+            namespace: m.namespace.as_deref(),
+            name: &m.name,
+        };
+        let what = describe(&target);
+        if !reachable(target.cluster, context) {
+            let reason = format!("this instance has no access to the {} cluster", target.cluster);
+            return Err(Error::Denied(Denial::new("no-access", what, reason)));
+        }
+        granted.check_always_refused(context, &target, &what)?;
+        let capability = requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
+        granted.check_write(context, &target, Some(&m.object), &copies, &what)?;
+        m.plural = capability.api.plural.clone();
+    }
+    for copy in &plan.secret_copies {
+        let what = format!(
+            "copy of Secret {} to {}/{} on the {} cluster",
+            copy.source_name, copy.target_namespace, copy.target_name, copy.target_cluster
+        );
+        if !validate::dns_subdomain(&copy.source_name)
+            || !validate::dns_subdomain(&copy.target_name)
+            || !validate::dns_label(&copy.target_namespace)
+        {
+            return Err(invalid(descriptor, format!("{what}: names are not valid Kubernetes names")));
+        }
+        if copy.required_type.as_deref().is_none_or(str::is_empty) {
+            return Err(invalid(descriptor, format!("{what}: a copy must state the Secret type it requires")));
+        }
+        if !reachable(copy.target_cluster, context) {
+            let reason = format!("this instance has no access to the {} cluster", copy.target_cluster);
+            return Err(Error::Denied(Denial::new("no-access", what, reason)));
+        }
+        let target = Target {
+            cluster: copy.target_cluster,
+            group: "",
+            kind: "Secret",
+            namespace: Some(&copy.target_namespace),
+            name: &copy.target_name,
+        };
+        granted.check_copy_target(context, copy.target_cluster, &copy.target_namespace, &what)?;
+        requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
+    }
+    Ok(manifests)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,225 @@
+//! Tests of the plan checks against the requests and the grant.
+
+use serde_json::{Value, json};
+use service_provider_sdk::contract::{
+    ApiKind, DesiredObject, KubeconfigRef, NamespaceScope, SecretCopy, ServiceStatus,
+};
+
+use super::*;
+use crate::grant::{Grant, WriteRule};
+use crate::plan::{CheckedPlan, Step};
+
+fn descriptor() -> Descriptor {
+    let kind = ApiKind::new("g", "v1", "S", "s", true);
+    let capability = |cluster, api, scope, names: &[&str]| Capability {
+        cluster,
+        api,
+        scope,
+        names: names.iter().map(|n| n.to_string()).collect(),
+    };
+    Descriptor {
+        capabilities: vec![
+            capability(
+                Cluster::Platform,
+                ApiKind::new("apps", "v1", "Deployment", "deployments", true),
+                NamespaceScope::Tenant,
+                &["web"],
+            ),
+            capability(
+                Cluster::Platform,
+                ApiKind::new("", "v1", "Secret", "secrets", true),
+                NamespaceScope::Tenant,
+                &[],
+            ),
+            capability(
+                Cluster::ControlPlane,
+                ApiKind::new("", "v1", "Namespace", "namespaces", false),
+                NamespaceScope::ClusterScoped,
+                &[],
+            ),
+            capability(
+                Cluster::ControlPlane,
+                ApiKind::new("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false),
+                NamespaceScope::ClusterScoped,
+                &[],
+            ),
+        ],
+        ..Descriptor::new("demo", kind.clone(), kind, "f")
+    }
+}
+
+/// The default grant, plus Deployments in the tenant namespace.
+fn granted() -> Effective {
+    let mut grant = Grant::default_grant();
+    grant.write.push(WriteRule {
+        cluster: Cluster::Platform,
+        namespaces: vec!["{tenant}".into()],
+        cluster_scoped: false,
+        groups: vec!["apps".into()],
+        kinds: vec!["Deployment".into()],
+        fields: vec![],
+    });
+    Effective::new(&descriptor(), grant).unwrap()
+}
+
+fn context(control_plane: bool) -> Context {
+    Context {
+        provider_name: "demo".into(),
+        tenant_namespace: "mcp--t".into(),
+        pod_namespace: "pods".into(),
+        control_plane: control_plane.then(|| KubeconfigRef {
+            namespace: "mcp--t".into(),
+            name: "k".into(),
+            key: "kubeconfig".into(),
+        }),
+        workload: None,
+    }
+}
+
+fn plan(objects: Vec<(Cluster, Value)>, copies: Vec<SecretCopy>) -> Plan {
+    Plan {
+        objects: objects.into_iter().map(|(cluster, v)| DesiredObject { cluster, manifest: v.to_string() }).collect(),
+        secret_copies: copies,
+        status: ServiceStatus { phase: "Ready".into(), conditions: vec![], resources: None },
+        requeue_after_seconds: 60,
+    }
+}
+
+fn check(p: &Plan) -> Result<Vec<Manifest>, Error> {
+    check_plan(&descriptor(), &granted(), &context(true), p)
+}
+
+fn deployment(name: &str, ns: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns}})
+}
+
+fn copy(cluster: Cluster, ns: &str) -> SecretCopy {
+    SecretCopy {
+        source_name: "src".into(),
+        target_cluster: cluster,
+        target_namespace: ns.into(),
+        target_name: "dst".into(),
+        required_type: Some("kubernetes.io/dockerconfigjson".into()),
+    }
+}
+
+fn denial(err: Error) -> Denial {
+    match err {
+        Error::Denied(d) => d,
+        other => panic!("expected a denial, got {other}"),
+    }
+}
+
+#[test]
+fn allowed_objects_pass_and_are_parsed() {
+    let p = plan(
+        vec![
+            (Cluster::Platform, deployment("web", "mcp--t")),
+            (Cluster::ControlPlane, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}})),
+        ],
+        vec![copy(Cluster::Platform, "mcp--t")],
+    );
+    let manifests = check(&p).unwrap();
+    assert_eq!(manifests[0].group(), "apps");
+    assert_eq!(manifests[0].plural, "deployments");
+    assert_eq!(manifests[1].group(), "");
+    assert_eq!(manifests[1].namespace, None);
+}
+
+#[test]
+fn what_is_not_requested_granted_or_allowed_at_all_is_refused_by_name() {
+    for (cluster, obj, rule) in [
+        (Cluster::Platform, deployment("other", "mcp--t"), "not-requested"),
+        (Cluster::Platform, deployment("web", "kube-system"), "no-system-namespaces"),
+        (Cluster::Onboarding, deployment("web", "mcp--t"), "no-onboarding-writes"),
+        (
+            Cluster::Platform,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "web", "namespace": "mcp--t"}}),
+            "no-secret-objects",
+        ),
+        (
+            Cluster::ControlPlane,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "x"}}),
+            "no-cluster-power",
+        ),
+        (
+            Cluster::Platform,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "mcp--t"}}),
+            "not-requested",
+        ),
+    ] {
+        let d = denial(check(&plan(vec![(cluster, obj.clone())], vec![])).unwrap_err());
+        assert_eq!(d.rule, rule, "{obj}: {d}");
+    }
+}
+
+#[test]
+fn copies_are_checked_like_objects_and_must_state_a_type() {
+    let d = denial(check(&plan(vec![], vec![copy(Cluster::Platform, "default")])).unwrap_err());
+    assert!(d.to_string().contains("copy of Secret src to default/dst"), "{d}");
+    assert_eq!(d.rule, "tenant-namespace-only");
+    let untyped = SecretCopy { required_type: None, ..copy(Cluster::Platform, "mcp--t") };
+    let err = check(&plan(vec![], vec![untyped])).unwrap_err();
+    assert!(err.to_string().contains("must state the Secret type"), "{err}");
+    assert_eq!(err.category(), crate::Category::Plugin);
+}
+
+#[test]
+fn unreachable_clusters_are_refused() {
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
+    let err = check_plan(&descriptor(), &granted(), &context(false), &plan(vec![(Cluster::ControlPlane, ns)], vec![]))
+        .unwrap_err();
+    assert!(err.to_string().contains("no access"), "{err}");
+}
+
+#[test]
+fn deletions_on_unreachable_clusters_are_allowed_but_still_checked() {
+    let ns_ref = |name: &str| ObjectRef {
+        cluster: Cluster::ControlPlane,
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        plural: "namespaces".into(),
+        namespace: None,
+        name: name.into(),
+    };
+    assert!(check_ref(&descriptor(), &granted(), &context(false), &ns_ref("x")).is_ok());
+    let mut secret = ns_ref("x");
+    secret.kind = "Secret".into();
+    secret.namespace = Some("elsewhere".into());
+    assert!(check_ref(&descriptor(), &granted(), &context(false), &secret).is_err(), "still checked");
+}
+
+#[test]
+fn malformed_manifests_are_refused() {
+    for bad in ["not json", "{}", r#"{"apiVersion":"v1","kind":"Namespace","metadata":{}}"#] {
+        let p = Plan {
+            objects: vec![DesiredObject { cluster: Cluster::Platform, manifest: bad.into() }],
+            ..plan(vec![], vec![])
+        };
+        let err = check(&p).unwrap_err();
+        assert!(matches!(err, Error::InvalidPlan { .. }), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn namespaces_come_first_then_copies_then_the_rest() {
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
+    let p = plan(
+        vec![(Cluster::Platform, deployment("web", "mcp--t")), (Cluster::ControlPlane, ns)],
+        vec![copy(Cluster::Platform, "mcp--t")],
+    );
+    let checked = CheckedPlan {
+        manifests: check(&p).unwrap(),
+        secret_copies: p.secret_copies.clone(),
+        status: p.status.clone(),
+        requeue_after_seconds: 60,
+    };
+    let order: Vec<String> = checked
+        .steps()
+        .map(|s| match s {
+            Step::Apply(m) => m.kind.clone(),
+            Step::Copy(c) => format!("copy {}", c.source_name),
+        })
+        .collect();
+    assert_eq!(order, ["Namespace", "copy src", "Deployment"]);
+}

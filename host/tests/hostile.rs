@@ -1,0 +1,209 @@
+//! A hostile plugin in the real host on real API servers: every attack of
+//! `tests/plugins/hostile` is refused for its own instance (a condition that
+//! names the rule, a Warning Event, nothing written or copied), while a
+//! healthy instance served by the same host gets Ready and the controller
+//! keeps running.
+
+use std::time::Duration;
+
+use host_test_support::plugins::{self, HOSTILE};
+use host_test_support::*;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use service_provider_host::grant::{Effective, Grant};
+use service_provider_host::sandbox::Limits;
+
+const DOCKER: &str = "kubernetes.io/dockerconfigjson";
+
+fn options(instances: &[&str]) -> Options {
+    Options { instances: instances.iter().map(|s| s.to_string()).collect(), flux_ready: false, workload: false }
+}
+
+/// The sources the attacks reach for, next to the one the ProviderConfig
+/// allows.
+async fn source_secrets(f: &Fixture) {
+    f.source_secret("registry", DOCKER, "{\"auths\":{}}").await;
+    f.source_secret("unlisted", DOCKER, "{\"auths\":{\"private\":{}}}").await;
+    let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.pod_ns);
+    for (name, type_, key, annotations) in [
+        ("onboarding-kubeconfig", "Opaque", "kubeconfig", None),
+        (
+            "sa-token",
+            "kubernetes.io/service-account-token",
+            "token",
+            Some([("kubernetes.io/service-account.name".to_string(), "default".to_string())].into()),
+        ),
+    ] {
+        let secret = Secret {
+            metadata: ObjectMeta { name: Some(name.into()), annotations, ..Default::default() },
+            type_: Some(type_.into()),
+            data: Some([(key.to_string(), ByteString(b"platform-secret-material".to_vec()))].into()),
+            ..Default::default()
+        };
+        secrets.create(&PostParams::default(), &secret).await.expect("source Secret");
+    }
+    f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry"}])).await;
+}
+
+async fn ready_condition(f: &Fixture, name: &str, reason: &str) -> Value {
+    let kro = f.wait_kro(name, &format!("Ready=False {reason}"), |k| ready(k)["reason"] == reason).await;
+    ready(&kro).clone()
+}
+
+#[tokio::test]
+async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
+    // (instance, Ready reason, words the message must contain)
+    let attacks: &[(&str, &str, &str)] = &[
+        ("copy-kubeconfig", "CapabilityDenied", "no-credential-copies"),
+        ("copy-token", "CapabilityDenied", "no-credential-copies"),
+        ("copy-unlisted", "CapabilityDenied", "not an allowed copy source"),
+        ("copy-untyped", "PluginError", "must state the Secret type"),
+        ("exec-kubeconfig", "CapabilityDenied", "no-secret-objects"),
+        ("grant-crb", "CapabilityDenied", "no-cluster-power"),
+        ("grant-kube-system", "CapabilityDenied", "no-system-namespaces"),
+        ("grant-access-request", "CapabilityDenied", "no-openmcp-objects"),
+        ("grant-crd", "CapabilityDenied", "no-foreign-crds"),
+        ("grant-onboarding", "CapabilityDenied", "no-onboarding-writes"),
+        ("grant-release-platform", "CapabilityDenied", "/spec/kubeConfig/secretRef/name must be set"),
+        ("bad-labels", "PluginError", "metadata.labels is not an object"),
+        ("hoard", "PluginError", "memory limit of 64 MiB"),
+        ("huge-output", "PluginError", "more than the limit of"),
+        ("many-objects", "PluginError", "limit of 256 objects"),
+        ("adopt", "Conflict", "does not take over objects it did not create"),
+    ];
+    let mut names: Vec<&str> = attacks.iter().map(|a| a.0).collect();
+    names.extend(["healthy-1", "read-secrets"]);
+    let mut f = Fixture::new(options(&names)).await;
+    source_secrets(&f).await;
+
+    // An admin's own HelmRelease where the `adopt` attack plans one.
+    // (The openmcp simulator made its tenant namespace when it registered
+    // the ControlPlane.)
+    let adopt_tenant = f.tenant("adopt");
+    let admins: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "admin-release", "namespace": adopt_tenant, "labels": {"owner": "admin"}},
+        "spec": {"interval": "5m", "chartRef": {"kind": "OCIRepository", "name": "mine"}},
+    }))
+    .unwrap();
+    f.flux_objects("HelmRelease", "adopt").create(&PostParams::default(), &admins).await.expect("admin's release");
+
+    let hostile = plugins::load(HOSTILE, Limits::default());
+    // What the plugin asked for and the default grant does not give: never
+    // made or requested, and said so at start-up.
+    let granted = Effective::new(hostile.descriptor(), Grant::default_grant()).unwrap();
+    let refused = granted.refused.join("\n");
+    for expected in ["\"all-secrets\"", "no-secret-data", "no-wildcard-tokens", "a workload cluster", "no-foreign-crds"]
+    {
+        assert!(refused.contains(expected), "{expected} not reported in: {refused}");
+    }
+    assert!(granted.observations.is_empty() && !granted.workload_cluster);
+
+    f.start_operator_with(hostile).await;
+    for name in &names {
+        f.create_kro(name, "v1").await;
+    }
+    let healthy = f.wait_ready("healthy-1").await;
+    assert_eq!(ready(&healthy)["message"], "healthy");
+
+    for (name, reason, words) in attacks {
+        let condition = ready_condition(&f, name, reason).await;
+        let message = condition["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{name}: {message}");
+        f.wait_event(name, "Warning", reason).await;
+    }
+    // Secret data never reached the sandbox, so it cannot be in a status.
+    let seen = f.wait_kro("read-secrets", "its report", |k| ready(k)["reason"] == "Observed").await;
+    assert_eq!(ready(&seen)["message"], "observed secrets: none (not observed)");
+
+    // Nothing was written, copied or taken over anywhere.
+    let cp = f.control_plane.clone();
+    assert!(Api::<ClusterRoleBinding>::all(cp.clone()).get_opt("hostile-admin").await.unwrap().is_none());
+    assert!(Api::<ConfigMap>::namespaced(cp.clone(), "kube-system").get_opt("hostile").await.unwrap().is_none());
+    assert!(Api::<CustomResourceDefinition>::all(cp.clone()).get_opt("things.evil.example").await.unwrap().is_none());
+    assert!(Api::<Namespace>::all(cp.clone()).get_opt("n0").await.unwrap().is_none());
+    assert!(Api::<Secret>::namespaced(cp.clone(), "default").get_opt("stolen").await.unwrap().is_none());
+    for name in ["copy-kubeconfig", "copy-unlisted", "copy-untyped"] {
+        let copies: Api<Secret> = Api::namespaced(f.platform.clone(), &f.tenant(name));
+        assert!(copies.get_opt("stolen").await.unwrap().is_none(), "{name}: nothing copied");
+    }
+    let ar_name = "kro.services.open-control-plane.io--exec-kubeconfig--mcp";
+    let ar = f.access_requests("exec-kubeconfig").get(ar_name).await.unwrap();
+    let kubeconfig_secret = ar.data["status"]["secretRef"]["name"].as_str().unwrap().to_string();
+    let secret =
+        Api::<Secret>::namespaced(f.platform.clone(), &f.tenant("exec-kubeconfig")).get(&kubeconfig_secret).await;
+    let kubeconfig = String::from_utf8(secret.unwrap().data.unwrap()["kubeconfig"].0.clone()).unwrap();
+    assert!(!kubeconfig.contains("exec"), "the AccessRequest's kubeconfig is untouched");
+    assert!(!std::path::Path::new(hostile_plugin::EXEC_MARKER).exists(), "no command ran");
+    let requests = f.access_requests("grant-access-request");
+    assert!(requests.get_opt("hostile").await.unwrap().is_none(), "no AccessRequest of the plugin's");
+    let releases = f.flux_objects("HelmRelease", "grant-release-platform");
+    assert!(releases.get_opt("hostile").await.unwrap().is_none(), "no HelmRelease into the platform");
+    assert!(f.kroes().get_opt("someone-elses").await.unwrap().is_none(), "no service object written");
+    let admins = f.flux_objects("HelmRelease", "adopt").get("admin-release").await.unwrap();
+    assert_eq!(admins.metadata.labels.unwrap_or_default().len(), 1, "the admin's release was not taken over");
+    assert_eq!(admins.data["spec"]["interval"], "5m");
+
+    assert_eq!(ready(&f.kro("healthy-1").await.unwrap())["status"], "True", "the healthy instance stayed Ready");
+    assert!(f.operator_running(), "the controller never stopped");
+    f.stop_operator().await;
+}
+
+/// Nine plugin calls that sleep in WASI do not hold the host: each is cut
+/// at its deadline, and a healthy instance gets Ready meanwhile.
+#[tokio::test]
+async fn sleeping_plugin_calls_do_not_starve_a_healthy_instance() {
+    let sleepers: Vec<String> = (1..=9).map(|i| format!("sleep-{i}")).collect();
+    let mut names: Vec<&str> = sleepers.iter().map(String::as_str).collect();
+    names.push("healthy-1");
+    let mut f = Fixture::new(options(&names)).await;
+    source_secrets(&f).await;
+    f.start_operator_with(plugins::load(HOSTILE, Limits::default())).await;
+    for name in &sleepers {
+        f.create_kro(name, "v1").await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    f.create_kro("healthy-1", "v1").await;
+    f.wait_ready("healthy-1").await;
+    for name in &sleepers {
+        let condition = ready_condition(&f, name, "PluginTimeout").await;
+        assert!(condition["message"].as_str().unwrap().contains("exceeded its time budget of 2s"), "{condition}");
+    }
+    assert!(f.operator_running());
+    f.stop_operator().await;
+}
+
+/// Whatever rewrites an AccessRequest's kubeconfig Secret, the host uses it
+/// as data: an `exec` entry is refused with a clear message and never runs.
+#[tokio::test]
+async fn a_kubeconfig_that_would_run_a_command_is_refused() {
+    let mut f = Fixture::new(options(&["healthy-1"])).await;
+    source_secrets(&f).await;
+    f.start_operator_with(plugins::load(HOSTILE, Limits::default())).await;
+    f.create_kro("healthy-1", "v1").await;
+    f.wait_ready("healthy-1").await;
+
+    let marker = std::env::temp_dir().join(unique("sp-host-exec-marker"));
+    let ar = f.access_requests("healthy-1").get("kro.services.open-control-plane.io--healthy-1--mcp").await.unwrap();
+    let secret_name = ar.data["status"]["secretRef"]["name"].as_str().unwrap().to_string();
+    let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.tenant("healthy-1"));
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{{name: c, context: {{cluster: k, user: u}}}}]\nclusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:1'}}}}]\nusers: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: touch, args: ['{}']}}}}}}]\n",
+        marker.display()
+    );
+    let patch = json!({"data": {"kubeconfig": ByteString(kubeconfig.into_bytes())}});
+    secrets.patch(&secret_name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    f.patch_kro("healthy-1", json!({"metadata": {"annotations": {"openmcp.cloud/operation": "reconcile"}}})).await;
+
+    let condition = ready_condition(&f, "healthy-1", "ReconcileError").await;
+    let message = condition["message"].as_str().unwrap();
+    assert!(message.contains("refused") && message.contains("exec credential plugin"), "{message}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!marker.exists(), "the command never ran");
+    f.stop_operator().await;
+}

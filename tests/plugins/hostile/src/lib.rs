@@ -1,0 +1,233 @@
+//! A hostile plugin for the host's security tests. It requests far more
+//! than any grant gives (Secret data, RBAC, foreign CRDs, wildcard tokens)
+//! and picks its attack from the service object's name, so one host serves
+//! hostile and healthy instances side by side:
+//!
+//! | name starts with | the plan tries to |
+//! | --- | --- |
+//! | `healthy` | behave: a Namespace on the ControlPlane and an allowed copy |
+//! | `read-secrets` | echo the Secrets it asked to observe into its status |
+//! | `copy-kubeconfig`, `copy-token`, `copy-unlisted`, `copy-untyped` | copy credentials or unlisted Secrets, or copy without a type |
+//! | `exec-kubeconfig` | overwrite the AccessRequest's kubeconfig with one that runs a command |
+//! | `grant-crb`, `grant-kube-system`, `grant-access-request`, `grant-crd`, `grant-onboarding`, `grant-release-platform` | write what no grant allows |
+//! | `sleep` | sleep in a WASI call forever |
+//! | `bad-labels` | return labels that are a string |
+//! | `hoard`, `huge-output`, `many-objects` | exhaust memory, output size, object count |
+//! | `adopt` | take over a HelmRelease someone else made |
+
+use serde_json::{Value, json};
+use service_provider_sdk::contract::{
+    Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Crd, Descriptor, DesiredObject,
+    Detail, Input, NamespaceScope, Observation, Plan, PlanError, PolicyRule, Provider, SecretCopy, ServiceStatus,
+    Stage, Teardown,
+};
+
+pub struct Hostile;
+
+/// Where the `exec-kubeconfig` attack's command would leave its mark.
+pub const EXEC_MARKER: &str = "/tmp/sp-host-hostile-plugin-exec-ran";
+/// The Secret every healthy instance may copy (the test's ProviderConfig names it).
+pub const ALLOWED_SOURCE: &str = "registry";
+const DOCKER: &str = "kubernetes.io/dockerconfigjson";
+
+fn kind(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> ApiKind {
+    ApiKind::new(group, version, kind, plural, namespaced)
+}
+
+fn capability(cluster: Cluster, api: ApiKind, scope: NamespaceScope) -> Capability {
+    Capability { cluster, api, scope, names: vec![] }
+}
+
+fn object(cluster: Cluster, manifest: Value) -> DesiredObject {
+    DesiredObject { cluster, manifest: manifest.to_string() }
+}
+
+fn copy(source: &str, cluster: Cluster, namespace: &str, required_type: Option<&str>) -> SecretCopy {
+    SecretCopy {
+        source_name: source.into(),
+        target_cluster: cluster,
+        target_namespace: namespace.into(),
+        target_name: "stolen".into(),
+        required_type: required_type.map(str::to_string),
+    }
+}
+
+fn status(ready: bool, message: String) -> ServiceStatus {
+    ServiceStatus {
+        phase: if ready { "Ready" } else { "Progressing" }.into(),
+        conditions: vec![Condition {
+            type_: "Ready".into(),
+            status: if ready { ConditionStatus::True } else { ConditionStatus::False },
+            reason: if ready { "ReconcileSuccess" } else { "Observed" }.into(),
+            message,
+        }],
+        resources: None,
+    }
+}
+
+/// A HelmRelease in the tenant namespace, installing through `kubeconfig`
+/// (or, without one, into the platform cluster itself).
+fn helm_release(name: &str, tenant: &str, kubeconfig: Option<&str>) -> Value {
+    let mut release = json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": name, "namespace": tenant},
+        "spec": {"interval": "1m", "chartRef": {"kind": "OCIRepository", "name": "x", "namespace": tenant}},
+    });
+    if let Some(secret) = kubeconfig {
+        release["spec"]["kubeConfig"] = json!({"secretRef": {"name": secret, "key": "kubeconfig"}});
+    }
+    release
+}
+
+impl Provider for Hostile {
+    fn describe() -> Descriptor {
+        let group = "kro.services.open-control-plane.io";
+        let secret = kind("", "v1", "Secret", "secrets", true);
+        let foreign_crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.evil.example\n  labels:\n    openmcp.cloud/cluster: platform\nspec:\n  group: evil.example\n  names: {kind: Thing, plural: things, singular: thing, listKind: ThingList}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
+        use Cluster::*;
+        use NamespaceScope::*;
+        Descriptor {
+            crds: vec![Crd { cluster: Platform, manifest: foreign_crd.into() }],
+            access: Access {
+                control_plane_rules: vec![
+                    PolicyRule::new(
+                        &[""],
+                        &["namespaces", "secrets"],
+                        &["get", "list", "create", "update", "patch", "delete"],
+                    ),
+                    PolicyRule::new(&["*"], &["*"], &["*"]),
+                ],
+                workload_cluster: true,
+                workload_rules: vec![PolicyRule::new(&["*"], &["*"], &["*"])],
+            },
+            capabilities: vec![
+                capability(ControlPlane, kind("", "v1", "Namespace", "namespaces", false), ClusterScoped),
+                capability(Platform, secret.clone(), Tenant),
+                capability(ControlPlane, secret.clone(), Named("default".into())),
+                capability(
+                    ControlPlane,
+                    kind("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", false),
+                    ClusterScoped,
+                ),
+                capability(ControlPlane, kind("", "v1", "ConfigMap", "configmaps", true), Named("kube-system".into())),
+                capability(Platform, kind("", "v1", "ConfigMap", "configmaps", true), Tenant),
+                capability(
+                    Platform,
+                    kind("clusters.openmcp.cloud", "v1alpha1", "AccessRequest", "accessrequests", true),
+                    Tenant,
+                ),
+                capability(
+                    ControlPlane,
+                    kind("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false),
+                    ClusterScoped,
+                ),
+                capability(Onboarding, kind(group, "v1alpha1", "Kro", "kroes", true), ClusterScoped),
+                capability(Platform, kind("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", true), Tenant),
+            ],
+            observations: vec![Observation {
+                id: "all-secrets".into(),
+                cluster: Platform,
+                api: secret,
+                scope: ClusterScoped,
+                name: None,
+                stage: Stage::Always,
+                detail: Detail::Full,
+            }],
+            ..Descriptor::new(
+                "hostile",
+                kind(group, "v1alpha1", "Kro", "kroes", true),
+                kind(group, "v1alpha1", "ProviderConfig", "providerconfigs", false),
+                "hostile.test/finalizer",
+            )
+        }
+    }
+
+    fn plan(input: &Input) -> Result<Plan, PlanError> {
+        let service: Value = serde_json::from_str(&input.object).map_err(|e| PlanError::Transient(e.to_string()))?;
+        let name = service.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let tenant = input.context.tenant_namespace.as_str();
+        let cp_secret = input.context.control_plane.as_ref().map(|k| k.name.clone()).unwrap_or_default();
+        let mut objects = Vec::new();
+        let mut copies = Vec::new();
+        let mut ready = (true, "healthy".to_string());
+        use Cluster::*;
+        match name.as_str() {
+            n if n.starts_with("healthy") => {
+                let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ok-{n}")}});
+                objects.push(object(ControlPlane, namespace));
+                copies.push(SecretCopy { target_name: format!("sp-hostile-{ALLOWED_SOURCE}"), ..copy(ALLOWED_SOURCE, Platform, tenant, Some(DOCKER)) });
+            }
+            "read-secrets" => {
+                let seen = input.observed("all-secrets").map(|o| o.join(" | "));
+                ready = (false, format!("observed secrets: {}", seen.unwrap_or_else(|| "none (not observed)".into())));
+            }
+            "copy-kubeconfig" => copies.push(copy("onboarding-kubeconfig", Platform, tenant, Some("Opaque"))),
+            "copy-token" => copies.push(copy("sa-token", ControlPlane, "default", Some("kubernetes.io/service-account-token"))),
+            "copy-unlisted" => copies.push(copy("unlisted", Platform, tenant, Some(DOCKER))),
+            "copy-untyped" => copies.push(copy(ALLOWED_SOURCE, Platform, tenant, None)),
+            "exec-kubeconfig" => {
+                let kubeconfig = format!(
+                    "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{{name: c, context: {{cluster: k, user: u}}}}]\nclusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:1'}}}}]\nusers: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: touch, args: ['{EXEC_MARKER}']}}}}}}]\n"
+                );
+                objects.push(object(Platform, json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": cp_secret, "namespace": tenant},
+                    "stringData": {"kubeconfig": kubeconfig},
+                })));
+            }
+            "grant-crb" => objects.push(object(ControlPlane, json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "hostile-admin"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"}],
+            }))),
+            "grant-kube-system" => objects.push(object(ControlPlane, json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hostile", "namespace": "kube-system"},
+            }))),
+            "grant-access-request" => objects.push(object(Platform, json!({
+                "apiVersion": "clusters.openmcp.cloud/v1alpha1", "kind": "AccessRequest",
+                "metadata": {"name": "hostile", "namespace": tenant},
+                "spec": {"requestRef": {"name": name, "namespace": tenant}, "token": {"permissions": [{"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}]}},
+            }))),
+            "grant-crd" => objects.push(object(ControlPlane, json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "things.evil.example"},
+                "spec": {"group": "evil.example", "names": {"kind": "Thing", "plural": "things"}, "scope": "Namespaced", "versions": []},
+            }))),
+            "grant-onboarding" => objects.push(object(Onboarding, json!({
+                "apiVersion": "kro.services.open-control-plane.io/v1alpha1", "kind": "Kro",
+                "metadata": {"name": "someone-elses"}, "spec": {"version": "hijacked"},
+            }))),
+            "grant-release-platform" => objects.push(object(Platform, helm_release("hostile", tenant, None))),
+            n if n.starts_with("sleep") => std::thread::sleep(std::time::Duration::from_secs(3600)),
+            "bad-labels" => objects.push(object(Platform, json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "bad", "namespace": tenant, "labels": "not-a-map", "annotations": ["nor", "this"]},
+            }))),
+            "hoard" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 16 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "huge-output" => objects.push(object(Platform, json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "huge", "namespace": tenant}, "data": {"x": "x".repeat(6 << 20)},
+            }))),
+            "many-objects" => objects.extend((0..1000).map(|i| {
+                object(ControlPlane, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("n{i}")}}))
+            })),
+            "adopt" => objects.push(object(Platform, helm_release("admin-release", tenant, Some(&cp_secret)))),
+            other => ready = (false, format!("no attack is named {other:?}")),
+        }
+        Ok(Plan { objects, secret_copies: copies, status: status(ready.0, ready.1), requeue_after_seconds: 60 })
+    }
+
+    fn cleanup(_input: &Input) -> Result<CleanupPlan, PlanError> {
+        Ok(CleanupPlan::Teardown(Teardown { objects: vec![], secret_copies: vec![], resources: None }))
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+service_provider_sdk::export_provider!(crate::Hostile, "../../../wit");
