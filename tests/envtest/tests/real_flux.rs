@@ -445,3 +445,43 @@ async fn helm_release_deletion_depends_on_the_kubeconfig_secret() {
     t.deployments.stop().await;
     eprintln!("real-flux: deletion-order test took {:?}", test_started.elapsed());
 }
+
+fn alive(pid: u32) -> bool {
+    // A reaped process has no /proc entry; a zombie would have state Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+}
+
+/// A second chain on the same platform, narrowed by a label selector that
+/// matches nothing (so it leaves the shared chain's objects alone); dropping
+/// it stops all three processes and removes its directories.
+#[tokio::test]
+#[cfg_attr(
+    not(envtest_flux_bins),
+    ignore = "Flux binaries not built: run `eval \"$(tests/envtest/scripts/build-flux-bins.sh)\"` \
+              (ENVTEST_REQUIRE_FLUX=1 makes this a failure)"
+)]
+async fn a_dropped_chain_leaves_no_process_and_no_directory() {
+    let env = envtest::shared().await.expect("test environment");
+    let options = envtest::RealFluxOptions {
+        watch_label_selector: Some("envtest.example/chain=none".into()),
+        kro_chart_versions: vec!["0.9.3".into()],
+        ..Default::default()
+    };
+    let flux = RealFlux::start(&env.platform, options).await.expect("a second chain");
+    assert_eq!(flux.charts().len(), 1);
+    let pids = flux.pids();
+    let dir = flux.dir().to_path_buf();
+    assert!(pids.iter().all(|&pid| alive(pid)), "{pids:?}");
+    for pid in &pids[..2] {
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap().replace('\0', " ");
+        assert!(cmdline.contains("--watch-label-selector=envtest.example/chain=none"), "{cmdline}");
+    }
+    drop(flux);
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} still running");
+    }
+    if std::env::var_os(envtest::process::ENV_KEEP_DIRS).is_none() {
+        assert!(!dir.exists(), "run directory {} removed", dir.display());
+    }
+}
