@@ -110,8 +110,8 @@ fn replicas(deployment: &Deployment) -> i32 {
     deployment.spec.replicas.unwrap_or(1)
 }
 
-/// True when the status already is what [`available_status`] writes for the
-/// current generation and replica count.
+/// True when the status already says what the simulator writes: rolled out
+/// for the current generation, all replicas available.
 pub fn is_available(deployment: &Deployment) -> bool {
     let want = replicas(deployment);
     let Some(status) = &deployment.status else {
