@@ -33,10 +33,19 @@ fn main() {
     ] {
         println!("cargo::rerun-if-env-changed={env}");
         let path = std::env::var_os(env).filter(|v| !v.is_empty()).map_or_else(|| cache.join(default), PathBuf::from);
-        // A missing path makes Cargo rerun this script on every build, so
-        // binaries built later are noticed.
-        println!("cargo::rerun-if-changed={}", path.display());
-        all_present &= path.is_file();
+        if path.is_file() {
+            println!("cargo::rerun-if-changed={}", path.display());
+        } else {
+            all_present = false;
+        }
+    }
+    // Binaries built later land in the cache directory, which Cargo then
+    // sees change. (Not the missing files themselves: a missing path would
+    // rerun this script, and rebuild the crate and its dependents, on every
+    // build.) Without a cache directory nothing can run anyway; exporting
+    // the scripts' variables (`eval "$(…)"`) also reruns this.
+    if cache.is_dir() {
+        println!("cargo::rerun-if-changed={}", cache.display());
     }
     if all_present || std::env::var("ENVTEST_REQUIRE_FLUX").is_ok_and(|v| v == "1") {
         println!("cargo::rustc-cfg=envtest_flux_bins");
