@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Fails if an etcd or kube-apiserver started by the envtest harness is still
-# running, i.e. one whose command line mentions the harness's run directory
-# (ENVTEST_RUN_DIR, default ${TMPDIR:-/tmp}/service-provider-host-envtest).
+# Fails if a server started by the envtest harness is still running: an etcd,
+# kube-apiserver, source-controller, helm-controller or registry whose command
+# line or environment mentions the harness's run directory (ENVTEST_RUN_DIR,
+# default ${TMPDIR:-/tmp}/service-provider-host-envtest). The Flux controllers
+# get the run directory only through KUBECONFIG/HOME, hence the environment.
 # Call it after `cargo test` in CI.
 #
 # Usage: check-leftovers.sh [--kill]   (--kill: also SIGKILL what it finds; still exits 1)
@@ -13,14 +15,23 @@ KILL=0
 [ "${1:-}" = "--kill" ] && KILL=1
 
 find_leftovers() {
-  local pid cmd
+  local pid cmd exe env
   for d in /proc/[0-9]*; do
     pid="${d#/proc/}"
     [ "$pid" = "$$" ] && continue
-    cmd="$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null || true)"
+    cmd="$(tr '\0' ' ' 2>/dev/null <"$d/cmdline" || true)"
     [ -n "$cmd" ] || continue   # kernel threads and zombies have no command line
+    exe="${cmd%% *}"
+    case "${exe##*/}" in
+      etcd|kube-apiserver|source-controller|helm-controller|registry) ;;
+      *) continue ;;
+    esac
     case "$cmd" in
-      *etcd*"$RUN_DIR"*|*kube-apiserver*"$RUN_DIR"*) echo "$pid $cmd" ;;
+      *"$RUN_DIR"*) echo "$pid $cmd"; continue ;;
+    esac
+    env="$(tr '\0' '\n' 2>/dev/null <"$d/environ" || true)"
+    case "$env" in
+      *"=$RUN_DIR/"*) echo "$pid $cmd (environment mentions $RUN_DIR)" ;;
     esac
   done
 }

@@ -1,8 +1,10 @@
-//! Locating the kube-apiserver and etcd binaries.
+//! Locating the server binaries: kube-apiserver and etcd, and for the real
+//! Flux chain source-controller, helm-controller and the OCI registry.
 //!
-//! The binaries are built by `tests/envtest/scripts/build-bins.sh` into a
-//! per-user cache outside git. Tests only *look them up*; they never build,
-//! because a cold build takes many minutes and must be a visible CI step.
+//! The binaries are built by `tests/envtest/scripts/build-bins.sh` and
+//! `tests/envtest/scripts/build-flux-bins.sh` into a per-user cache outside
+//! git. Tests only *look them up*; they never build, because a cold build
+//! takes many minutes and must be a visible CI step.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,11 @@ pub const ENV_ETCD: &str = "ENVTEST_ETCD";
 /// Env var overriding the cache root the build script writes to.
 pub const ENV_CACHE: &str = "ENVTEST_CACHE";
 
+include!("flux_versions.rs");
+
+const BUILD_BINS: &str = "build-bins.sh";
+const BUILD_FLUX_BINS: &str = "build-flux-bins.sh";
+
 /// Paths of the two server binaries.
 #[derive(Debug, Clone)]
 pub struct Binaries {
@@ -37,9 +44,9 @@ pub fn cache_root() -> PathBuf {
     home.join(".cache/service-provider-host/envtest")
 }
 
-fn locate(env: &'static str, default: PathBuf, what: &'static str) -> Result<PathBuf> {
+fn locate(env: &'static str, default: PathBuf, what: &'static str, script: &'static str) -> Result<PathBuf> {
     let path = std::env::var_os(env).filter(|v| !v.is_empty()).map_or(default, PathBuf::from);
-    if is_executable(&path) { Ok(path) } else { Err(Error::MissingBinary { what, env, path }) }
+    if is_executable(&path) { Ok(path) } else { Err(Error::MissingBinary { what, env, path, script }) }
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -56,8 +63,44 @@ impl Binaries {
                 ENV_KUBE_APISERVER,
                 root.join(format!("k8s-{K8S_VERSION}/kube-apiserver")),
                 "kube-apiserver",
+                BUILD_BINS,
             )?,
-            etcd: locate(ENV_ETCD, root.join(format!("etcd-{ETCD_VERSION}/etcd")), "etcd")?,
+            etcd: locate(ENV_ETCD, root.join(format!("etcd-{ETCD_VERSION}/etcd")), "etcd", BUILD_BINS)?,
+        })
+    }
+}
+
+/// Paths of the real Flux chain's binaries.
+#[derive(Debug, Clone)]
+pub struct FluxBinaries {
+    pub source_controller: PathBuf,
+    pub helm_controller: PathBuf,
+    pub registry: PathBuf,
+}
+
+impl FluxBinaries {
+    /// Finds all three via the env vars, else the build script's cache.
+    pub fn locate() -> Result<Self> {
+        let root = cache_root();
+        Ok(Self {
+            source_controller: locate(
+                ENV_SOURCE_CONTROLLER,
+                root.join(format!("source-controller-{FLUX_SOURCE_VERSION}/source-controller")),
+                "source-controller",
+                BUILD_FLUX_BINS,
+            )?,
+            helm_controller: locate(
+                ENV_HELM_CONTROLLER,
+                root.join(format!("helm-controller-{FLUX_HELM_VERSION}/helm-controller")),
+                "helm-controller",
+                BUILD_FLUX_BINS,
+            )?,
+            registry: locate(
+                ENV_REGISTRY,
+                root.join(format!("registry-{REGISTRY_VERSION}/registry")),
+                "OCI registry",
+                BUILD_FLUX_BINS,
+            )?,
         })
     }
 }

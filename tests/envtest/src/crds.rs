@@ -67,21 +67,48 @@ pub struct ModuleCrd {
 }
 
 const OPENMCP_API: &str = "github.com/openmcp-project/openmcp-operator/api";
+const FLUX_SOURCE_MODULE: &str = "github.com/fluxcd/source-controller";
+const FLUX_HELM_MODULE: &str = "github.com/fluxcd/helm-controller";
+
+/// A source-controller CRD file (path inside the module), from the module
+/// version of the binary `build-flux-bins.sh` builds: the CRDs must match
+/// the running controller.
+const fn flux_source_crd(path: &'static str) -> ModuleCrd {
+    ModuleCrd {
+        module: FLUX_SOURCE_MODULE,
+        version: crate::bins::FLUX_SOURCE_VERSION,
+        path,
+        purpose: Purpose::Platform,
+    }
+}
+
+const fn flux_helm_release_crd() -> ModuleCrd {
+    ModuleCrd {
+        module: FLUX_HELM_MODULE,
+        version: crate::bins::FLUX_HELM_VERSION,
+        path: "config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml",
+        purpose: Purpose::Platform,
+    }
+}
+
+/// Every CRD the real source-controller and helm-controller need on the
+/// platform cluster. Both start informers for all their kinds and never
+/// become ready while one is missing, so this is more than the two kinds the
+/// Kro plugin writes (those two are also in [`THIRD_PARTY`]).
+pub const FLUX_CONTROLLER_CRDS: &[ModuleCrd] = &[
+    flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_buckets.yaml"),
+    flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_externalartifacts.yaml"),
+    flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_gitrepositories.yaml"),
+    flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_helmcharts.yaml"),
+    flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_helmrepositories.yaml"),
+    flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml"),
+    flux_helm_release_crd(),
+];
 
 /// The third-party CRDs the environment installs.
 pub const THIRD_PARTY: &[ModuleCrd] = &[
-    ModuleCrd {
-        module: "github.com/fluxcd/source-controller",
-        version: "v1.9.1",
-        path: "config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml",
-        purpose: Purpose::Platform,
-    },
-    ModuleCrd {
-        module: "github.com/fluxcd/helm-controller",
-        version: "v1.6.3",
-        path: "config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml",
-        purpose: Purpose::Platform,
-    },
+    flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml"),
+    flux_helm_release_crd(),
     ModuleCrd {
         module: "github.com/kubernetes-sigs/kro",
         version: "v0.9.3",
@@ -189,8 +216,18 @@ pub fn project_crds() -> Result<Vec<Crd>> {
 
 /// The [`THIRD_PARTY`] CRDs, read from the Go module cache.
 pub fn third_party_crds() -> Result<Vec<Crd>> {
+    module_crds(THIRD_PARTY)
+}
+
+/// The [`FLUX_CONTROLLER_CRDS`], read from the Go module cache.
+pub fn flux_controller_crds() -> Result<Vec<Crd>> {
+    module_crds(FLUX_CONTROLLER_CRDS)
+}
+
+/// CRDs read from pinned Go modules (may download them: blocking).
+pub fn module_crds(entries: &[ModuleCrd]) -> Result<Vec<Crd>> {
     let mut crds = Vec::new();
-    for entry in THIRD_PARTY {
+    for entry in entries {
         let path = go_module_dir(entry.module, entry.version)?.join(entry.path);
         crds.extend(read_crd_file(&path, Some(entry.purpose))?);
     }

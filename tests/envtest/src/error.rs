@@ -9,12 +9,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A server binary was not found. Tests never build binaries themselves
-    /// (a cold kube-apiserver build takes many minutes).
+    /// (a cold kube-apiserver build takes many minutes); `script` is the
+    /// file name of the build script under `tests/envtest/scripts/`.
     #[error(
-        "{what} binary not found at {path}: run `tests/envtest/scripts/build-bins.sh` \
+        "{what} binary not found at {path}: run `tests/envtest/scripts/{script}` \
          (or set {env} to an existing binary)"
     )]
-    MissingBinary { what: &'static str, env: &'static str, path: PathBuf },
+    MissingBinary { what: &'static str, env: &'static str, path: PathBuf, script: &'static str },
 
     #[error("I/O error on {path}: {source}")]
     Io {

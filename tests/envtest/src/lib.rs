@@ -12,26 +12,41 @@
 //! kubeconfig Secrets) and [`FluxSimulator`] (Ready conditions, the
 //! HelmRelease finalizer).
 //!
-//! Binaries come from `tests/envtest/scripts/build-bins.sh` (see [`bins`]);
-//! no process outlives the test binary (see [`process`]).
+//! The real Flux chain instead of the simulator: [`RealFlux`]
+//! (source-controller, helm-controller and an authenticating OCI
+//! [`Registry`] with the kro chart), plus a [`DeploymentSimulator`] that makes
+//! Deployments Available on a ControlPlane without kubelet, so that Helm's
+//! wait succeeds.
+//!
+//! Binaries come from `tests/envtest/scripts/build-bins.sh` and
+//! `build-flux-bins.sh` (see [`bins`]); no process outlives the test binary
+//! (see [`process`]).
 
 mod background;
 pub mod bins;
 pub mod cluster;
 pub mod crds;
+pub mod deployment_sim;
 pub mod env;
 mod error;
 pub mod flux_sim;
+pub mod helm_chart;
 pub mod openmcp_sim;
 pub mod pki;
 pub mod process;
+pub mod real_flux;
+pub mod registry;
 
 pub use cluster::{Cluster, ClusterOptions, MARKER_CONFIGMAP, Rss, client_from_kubeconfig};
 pub use crds::Purpose;
+pub use deployment_sim::{DeploymentOptions, DeploymentSimulator};
 pub use env::{TestEnv, runtime, shared};
 pub use error::{Error, Result};
 pub use flux_sim::{FluxKind, FluxOptions, FluxSimulator};
+pub use helm_chart::HelmChart;
 pub use openmcp_sim::{OpenMcpSimulator, SimulatorOptions, TargetCluster};
+pub use real_flux::{RealFlux, RealFluxOptions};
+pub use registry::{PushedChart, Registry};
 
 /// Polls `check` every 100 ms until it returns `Some`, or panics after
 /// `timeout` naming `what`: the one way tests wait for a cluster to converge.

@@ -194,11 +194,25 @@ impl ServerProcess {
     /// `PR_SET_PDEATHSIG=SIGKILL`, its own process group, stdin closed and
     /// stdout+stderr appended to `log`.
     pub fn spawn(what: &str, program: &Path, args: &[String], log: &Path) -> Result<Self> {
+        Self::spawn_with_env(what, program, args, &[], log)
+    }
+
+    /// Like [`Self::spawn`], with `env` set on top of the inherited
+    /// environment (the Flux controllers take their kubeconfig and namespace
+    /// from environment variables only).
+    pub fn spawn_with_env(
+        what: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &std::ffi::OsStr)],
+        log: &Path,
+    ) -> Result<Self> {
         let log_file =
             std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(|e| Error::io(log, e))?;
         let log_err = log_file.try_clone().map_err(|e| Error::io(log, e))?;
         let mut command = Command::new(program);
         command.args(args).stdin(Stdio::null()).stdout(log_file).stderr(log_err).process_group(0);
+        command.envs(env.iter().copied());
         let parent = std::process::id() as libc::pid_t;
         // SAFETY: only async-signal-safe calls (prctl, getppid) in the child.
         unsafe {

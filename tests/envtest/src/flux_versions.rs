@@ -1,0 +1,19 @@
+// The versions `scripts/build-flux-bins.sh` builds. Included by `bins.rs`
+// and by `build.rs` (which decides whether the real-Flux tests run), so the
+// two can never disagree.
+
+/// source-controller version `build-flux-bins.sh` produces. One Flux release
+/// together with [`FLUX_HELM_VERSION`]; the Flux CRDs are read from the same
+/// module versions (see `crds`).
+pub const FLUX_SOURCE_VERSION: &str = "v1.9.2";
+/// helm-controller version `build-flux-bins.sh` produces.
+pub const FLUX_HELM_VERSION: &str = "v1.6.2";
+/// Version of `github.com/distribution/distribution/v3` (the OCI registry).
+pub const REGISTRY_VERSION: &str = "v3.1.2";
+
+/// Env var overriding the source-controller binary path.
+pub const ENV_SOURCE_CONTROLLER: &str = "ENVTEST_SOURCE_CONTROLLER";
+/// Env var overriding the helm-controller binary path.
+pub const ENV_HELM_CONTROLLER: &str = "ENVTEST_HELM_CONTROLLER";
+/// Env var overriding the OCI registry binary path.
+pub const ENV_REGISTRY: &str = "ENVTEST_REGISTRY";
