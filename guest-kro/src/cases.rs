@@ -4,27 +4,14 @@
 //! secret and Helm values), and a `Kro` named `mcp-01`.
 
 use serde_json::{Value, json};
-use service_provider_sdk::contract::{Context, Input, KubeconfigRef, Observed};
-use service_provider_sdk::names;
+use service_provider_sdk::contract::{Context, Input, Observed};
+pub use service_provider_sdk::testing::{Call, Case};
 
 use crate::describe::{OBSERVE_HELM_RELEASE, OBSERVE_OCI_REPOSITORY, OBSERVE_RGDS};
 
 pub const POD_NAMESPACE: &str = "openmcp-system";
 pub const PROVIDER_NAME: &str = "kro";
 pub const CONTROLLER: &str = "kro.services.open-control-plane.io";
-
-/// Whether a case calls `plan` or `cleanup`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Call {
-    Plan,
-    Cleanup,
-}
-
-pub struct Case {
-    pub name: &'static str,
-    pub call: Call,
-    pub input: Input,
-}
 
 /// The seed's ProviderConfig.
 pub fn provider_config() -> Value {
@@ -56,18 +43,7 @@ pub fn kro(name: &str, namespace: &str, version: &str) -> Value {
 
 /// The context the host would build once ControlPlane access is granted.
 pub fn context(name: &str, namespace: &str) -> Context {
-    let tenant = names::tenant_namespace(name, namespace).expect("non-empty names");
-    Context {
-        provider_name: PROVIDER_NAME.into(),
-        control_plane: Some(KubeconfigRef {
-            namespace: tenant.clone(),
-            name: names::access_request_name(CONTROLLER, name, "mcp"),
-            key: "kubeconfig".into(),
-        }),
-        tenant_namespace: tenant,
-        pod_namespace: POD_NAMESPACE.into(),
-        workload: None,
-    }
+    service_provider_sdk::testing::granted_context(CONTROLLER, PROVIDER_NAME, POD_NAMESPACE, name, namespace)
 }
 
 pub fn input(object: Value, provider_config: Option<Value>) -> Input {

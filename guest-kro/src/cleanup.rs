@@ -40,7 +40,7 @@ pub fn cleanup(input: &Input) -> CleanupPlan {
                 OCI_REPOSITORY,
             ),
         ],
-        secret_copies: known_secret_copies(input),
+        copies: known_secret_copies(input),
         resources: Some(status::terminating_resources(tenant)),
     })
 }

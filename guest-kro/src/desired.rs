@@ -3,7 +3,7 @@
 //! copies the host performs.
 
 use serde_json::{Value, json};
-use service_provider_sdk::contract::{Cluster, DesiredObject, KubeconfigRef, SecretCopy};
+use service_provider_sdk::contract::{Cluster, DesiredObject, KubeconfigRef, ObjectCopy};
 use service_provider_sdk::names;
 
 use crate::api::KroVersion;
@@ -38,21 +38,14 @@ pub fn chart_pull_secret_copy_name(source: &str) -> String {
 /// The Secret copies a version needs: the chart pull secret into the tenant
 /// namespace, and every `imagePullSecrets` entry into `kro-system` on the
 /// ControlPlane under its own name (the chart refers to it by that name).
-pub fn secret_copies(version: &KroVersion, image_pull_secrets: &[String], tenant_namespace: &str) -> Vec<SecretCopy> {
-    let chart = version.chart_pull_secret.iter().filter(|s| !s.is_empty()).map(|source| SecretCopy {
-        source_name: source.clone(),
-        target_cluster: Cluster::Platform,
-        target_namespace: tenant_namespace.to_string(),
-        target_name: chart_pull_secret_copy_name(source),
-        required_type: Some(DOCKER_CONFIG_JSON.to_string()),
+pub fn secret_copies(version: &KroVersion, image_pull_secrets: &[String], tenant_namespace: &str) -> Vec<ObjectCopy> {
+    let chart = version.chart_pull_secret.iter().filter(|s| !s.is_empty()).map(|source| {
+        let target = chart_pull_secret_copy_name(source);
+        ObjectCopy::secret(source, DOCKER_CONFIG_JSON, Cluster::Platform, tenant_namespace, &target)
     });
-    let images = image_pull_secrets.iter().map(|source| SecretCopy {
-        source_name: source.clone(),
-        target_cluster: Cluster::ControlPlane,
-        target_namespace: KRO_SYSTEM.to_string(),
-        target_name: source.clone(),
-        required_type: Some(DOCKER_CONFIG_JSON.to_string()),
-    });
+    let images = image_pull_secrets
+        .iter()
+        .map(|source| ObjectCopy::secret(source, DOCKER_CONFIG_JSON, Cluster::ControlPlane, KRO_SYSTEM, source));
     chart.chain(images).collect()
 }
 
@@ -224,7 +217,8 @@ mod tests {
             assert_eq!(copy.target_namespace, "kro-system");
             assert_eq!(copy.target_name, name);
         }
-        assert!(copies.iter().all(|c| c.required_type.as_deref() == Some(DOCKER_CONFIG_JSON)));
+        let secret = service_provider_sdk::contract::CopyKind::Secret(DOCKER_CONFIG_JSON.into());
+        assert!(copies.iter().all(|c| c.kind == secret));
     }
 
     #[test]

@@ -21,9 +21,10 @@ pub mod describe;
 pub mod desired;
 pub mod status;
 
-// The component: the WIT export shim around `KroProvider`.
-#[cfg(target_arch = "wasm32")]
-service_provider_sdk::export_provider!(crate::KroProvider, "../wit");
+// The component: the WIT export around `KroProvider` (behind the default
+// `component` feature, so another plugin can use this crate as a library).
+#[cfg(feature = "component")]
+service_provider_sdk::export_provider!(crate::KroProvider);
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -125,7 +126,7 @@ fn plan(input: &Input, config: Option<&ProviderConfigSpec>, poll: u32) -> Result
     let release = observed_object(input, OBSERVE_HELM_RELEASE)?;
     Ok(Plan {
         objects: desired::objects(version, !image_pull_secrets.is_empty(), tenant, kubeconfig),
-        secret_copies: desired::secret_copies(version, &image_pull_secrets, tenant),
+        copies: desired::secret_copies(version, &image_pull_secrets, tenant),
         status: status::overall(status::resources(tenant, repository.as_ref(), release.as_ref())),
         requeue_after_seconds: poll,
     })

@@ -56,10 +56,10 @@ fn first_reconcile_plans_namespace_flux_objects_and_copies() {
     );
     assert_eq!(release["spec"]["values"]["imagePullSecrets"][0]["name"], "my-registry-secret");
 
-    assert_eq!(plan.secret_copies.len(), 2);
-    assert_eq!(plan.secret_copies[0].target_name, "sp-kro-my-registry-secret");
-    assert_eq!(plan.secret_copies[1].target_cluster, Cluster::ControlPlane);
-    assert_eq!(plan.secret_copies[1].target_namespace, "kro-system");
+    assert_eq!(plan.copies.len(), 2);
+    assert_eq!(plan.copies[0].target_name, "sp-kro-my-registry-secret");
+    assert_eq!(plan.copies[1].target_cluster, Cluster::ControlPlane);
+    assert_eq!(plan.copies[1].target_namespace, "kro-system");
     assert_eq!(plan.requeue_after_seconds, 300, "pollInterval 5m");
 
     assert_eq!(plan.status.phase, "Progressing");
@@ -92,7 +92,7 @@ fn a_version_without_pull_secrets_copies_nothing() {
     assert_eq!(objects.len(), 2, "no kro-system namespace needed");
     assert!(objects[0].1["spec"].get("secretRef").is_none());
     assert!(objects[1].1["spec"].get("values").is_none());
-    assert!(plan.secret_copies.is_empty());
+    assert!(plan.copies.is_empty());
 }
 
 #[test]
@@ -173,7 +173,7 @@ fn teardown_deletes_the_release_before_the_repository() {
     let kinds: Vec<&str> = t.objects.iter().map(|o| o.kind.as_str()).collect();
     assert_eq!(kinds, ["HelmRelease", "OCIRepository"]);
     assert!(t.objects.iter().all(|o| o.cluster == Cluster::Platform));
-    let copies: Vec<(Cluster, &str)> = t.secret_copies.iter().map(|c| (c.cluster, c.name.as_str())).collect();
+    let copies: Vec<(Cluster, &str)> = t.copies.iter().map(|c| (c.cluster, c.name.as_str())).collect();
     assert_eq!(
         copies,
         [(Cluster::Platform, "sp-kro-my-registry-secret"), (Cluster::ControlPlane, "my-registry-secret")]
@@ -184,7 +184,7 @@ fn teardown_deletes_the_release_before_the_repository() {
 fn deletion_proceeds_without_control_plane_access() {
     let t = teardown("deletion with ControlPlane access gone");
     assert_eq!(t.objects.len(), 2, "platform-side objects are still removed");
-    let clusters: Vec<Cluster> = t.secret_copies.iter().map(|c| c.cluster).collect();
+    let clusters: Vec<Cluster> = t.copies.iter().map(|c| c.cluster).collect();
     assert_eq!(clusters, [Cluster::Platform], "no ControlPlane copies named without access");
 }
 
@@ -193,7 +193,7 @@ fn deletion_does_not_need_the_version_or_the_config() {
     for name in ["deletion after the version was withdrawn", "deletion without provider config"] {
         let t = teardown(name);
         assert_eq!(t.objects.len(), 2, "{name}");
-        assert!(t.secret_copies.is_empty(), "{name}: unknown copies are left to the host's label cleanup");
+        assert!(t.copies.is_empty(), "{name}: unknown copies are left to the host's label cleanup");
     }
 }
 

@@ -49,12 +49,12 @@ impl Instance {
 }
 
 /// The namespace a contract scope resolves to for this context; `None` for
-/// cluster-scoped.
+/// cluster-scoped and for any namespace (a list across all namespaces).
 pub fn scope_namespace<'a>(scope: &'a NamespaceScope, context: &'a Context) -> Option<&'a str> {
     match scope {
         NamespaceScope::Tenant => Some(&context.tenant_namespace),
         NamespaceScope::Named(ns) => Some(ns),
-        NamespaceScope::ClusterScoped => None,
+        NamespaceScope::ClusterScoped | NamespaceScope::Any => None,
     }
 }
 

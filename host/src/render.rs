@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use service_provider_sdk::contract::{CleanupPlan, KubeconfigRef, PlanError, SecretCopy, ServiceStatus};
+use service_provider_sdk::contract::{CleanupPlan, CopyKind, KubeconfigRef, ObjectCopy, PlanError, ServiceStatus};
 
 use crate::access::{KUBECONFIG_KEY, Target};
 use crate::gather;
@@ -66,11 +66,12 @@ fn read_dir(dir: &Path) -> Result<Vec<Value>, Error> {
     Ok(objects)
 }
 
-fn copy_json(c: &SecretCopy) -> Value {
+fn copy_json(c: &ObjectCopy) -> Value {
     json!({
         "source": {"cluster": "platform", "namespace": "<pod namespace>", "name": c.source_name},
         "target": {"cluster": c.target_cluster, "namespace": c.target_namespace, "name": c.target_name},
-        "requiredType": c.required_type,
+        "kind": c.kind(),
+        "requiredType": match &c.kind { CopyKind::Secret(t) => Some(t.as_str()), CopyKind::ConfigMap => None },
     })
 }
 
@@ -79,7 +80,7 @@ pub fn steps(plan: &CheckedPlan) -> Vec<Value> {
     plan.steps()
         .map(|step| match step {
             Step::Apply(m) => json!({"apply": {"cluster": m.cluster, "object": m.object}}),
-            Step::Copy(c) => json!({"copySecret": copy_json(c)}),
+            Step::Copy(c) => json!({"copy": copy_json(c)}),
         })
         .collect()
 }
@@ -140,7 +141,7 @@ pub async fn render(planner: &Planner, request: &Request) -> Result<Value, Error
             Answer::Plan(CleanupPlan::Teardown(t)) => {
                 doc["result"] = json!("teardown");
                 doc["delete"] = json!(t.objects);
-                doc["deleteSecretCopies"] = json!(t.secret_copies);
+                doc["deleteCopies"] = json!(t.copies);
                 ServiceStatus { resources: t.resources, ..status::terminating("Cleanup in progress") }
             }
             Answer::PlanError(e) => plan_error(&mut doc, &e, true),

@@ -17,7 +17,6 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -32,8 +31,18 @@ use crate::owner::{LABEL_COPY_OF, Owner};
 use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
 use crate::resource;
 
+/// The kinds the plugin may copy: Secrets always, ConfigMaps when it asks
+/// for them anywhere (copies and objects share capabilities).
+fn copied_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
+    let mut kinds = vec![resource::api_resource("v1", "Secret", "secrets")];
+    if ctx.descriptor().capabilities.iter().any(|c| c.api.group.is_empty() && c.api.kind == "ConfigMap") {
+        kinds.push(resource::api_resource("v1", "ConfigMap", "configmaps"));
+    }
+    kinds
+}
+
 /// The platform kinds to watch: what the plugin observes or writes there
-/// (Secrets have their own watches).
+/// (Secrets and ConfigMaps have their own watches).
 fn platform_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
     let d = ctx.descriptor();
     let mut seen = BTreeSet::new();
@@ -41,7 +50,7 @@ fn platform_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
     let written = d.capabilities.iter().filter(|c| c.cluster == Cluster::Platform).map(|c| &c.api);
     observed
         .chain(written)
-        .filter(|api| !(api.group.is_empty() && (api.kind == "Secret" || api.kind == "Namespace")))
+        .filter(|api| !(api.group.is_empty() && matches!(api.kind.as_str(), "Secret" | "ConfigMap" | "Namespace")))
         .filter(|api| seen.insert((api.api_version(), api.kind.clone())))
         .map(resource::of_kind)
         .collect()
@@ -91,23 +100,29 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         },
     );
 
-    let sources: Api<Secret> = Api::namespaced(ctx.platform.clone(), &ctx.pod_namespace);
-    let c = ctx.clone();
-    controller = controller.watches_with(sources, (), watcher::Config::default(), move |secret: Secret| {
-        let users = c.instances.users_of_secret(&secret.name_any());
-        users.into_iter().map(|(ns, name)| instance_ref(&c, &ns, &name)).collect::<Vec<_>>()
-    });
-
-    let copies: Api<Secret> = Api::all(ctx.platform.clone());
-    let c = ctx.clone();
-    controller = controller.watches_with(
-        copies,
-        (),
-        watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}")),
-        move |secret: Secret| {
-            Owner::of(&secret.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name))
-        },
-    );
+    for kind in copied_kinds(&ctx) {
+        // Sources in the pod namespace: exactly the instances whose last plan
+        // copies them, so a rotated pull secret or CA bundle rolls out at once.
+        let sources = resource::dynamic_api(&ctx.platform, &kind, Some(&ctx.pod_namespace));
+        let c = ctx.clone();
+        let source_kind = kind.kind.clone();
+        controller =
+            controller.watches_with(sources, kind.clone(), watcher::Config::default(), move |o: DynamicObject| {
+                let users = c.instances.users_of_source(&source_kind, &o.name_any());
+                users.into_iter().map(|(ns, name)| instance_ref(&c, &ns, &name)).collect::<Vec<_>>()
+            });
+        // The copies on the platform cluster: an edit or deletion is undone.
+        let copies = resource::dynamic_api(&ctx.platform, &kind, None);
+        let c = ctx.clone();
+        controller = controller.watches_with(
+            copies,
+            kind,
+            watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}")),
+            move |o: DynamicObject| {
+                Owner::of(&o.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name))
+            },
+        );
+    }
 
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
     let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), trigger));

@@ -35,7 +35,11 @@ fn normalized<T: serde::Serialize, E: serde::Serialize>(result: &Result<T, E>) -
         Ok(v) => serde_json::json!({ "ok": v }),
         Err(e) => serde_json::json!({ "err": e }),
     };
-    if let Some(objects) = value.pointer_mut("/ok/objects").and_then(|o| o.as_array_mut()) {
+    let objects = match value.pointer("/ok/objects") {
+        Some(_) => "/ok/objects",
+        None => "/ok",
+    };
+    if let Some(objects) = value.pointer_mut(objects).and_then(|o| o.as_array_mut()) {
         for object in objects {
             let text = object["manifest"].as_str().expect("manifest is text").to_string();
             object["manifest"] = serde_json::from_str(&text).expect("manifest is JSON");
@@ -114,4 +118,39 @@ async fn a_plugin_that_hoards_memory_is_stopped_at_its_limit() {
     let input = cases::input(cases::kro("mcp-01", "default", "v1"), None);
     let err = plugin.cleanup(&input).await.expect_err("must hit the memory limit");
     assert!(err.to_string().contains("exceeded its memory limit of 32 MiB"), "{err}");
+}
+
+/// A plugin of a contract version the host does not know is refused by
+/// name, with the supported range.
+#[test]
+fn a_plugin_of_an_unsupported_contract_version_is_refused_by_name() {
+    let path = plugins::plugin_path(plugins::FUTURE_CONTRACT);
+    let err = plugins::sandbox().prepare_file(&path, None).err().expect("refused");
+    assert_eq!(err.to_string(), "the plugin implements contract version 0.9.0; this host supports 0.1.0 to 0.2.0");
+}
+
+/// guest-kro as it was built against contract 0.1.0 (a committed `.wasm`)
+/// still loads, describes itself as before and plans the same objects and
+/// copies as today's library, adapted to the newest types.
+#[tokio::test]
+async fn the_frozen_0_1_kro_plugin_still_works() {
+    let old = plugins::load(plugins::KRO_0_1, Limits::default());
+    assert_eq!(old.contract_version(), "0.1.0");
+    assert_eq!(kro().contract_version(), "0.2.0");
+    assert_eq!(old.descriptor(), &KroProvider::describe());
+    for case in cases::all().into_iter().filter(|c| c.call == Call::Plan) {
+        let adapted = old.plan(&case.input).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let native = KroProvider::plan(&case.input);
+        match (&adapted, &native) {
+            (Ok(a), Ok(n)) => {
+                let objects = |p: &service_provider_sdk::contract::Plan| normalized::<_, ()>(&Ok(p.objects.clone()));
+                assert_eq!(objects(a), objects(n), "case {:?}", case.name);
+                assert_eq!(a.copies, n.copies, "case {:?}", case.name);
+            }
+            (Err(a), Err(n)) => {
+                assert_eq!(std::mem::discriminant(a), std::mem::discriminant(n), "case {:?}", case.name)
+            }
+            _ => panic!("case {:?}: {adapted:?} vs {native:?}", case.name),
+        }
+    }
 }

@@ -12,8 +12,8 @@ use service_provider_host::grant::{Effective, Grant, WriteRule};
 use service_provider_host::owner::Owner;
 use service_provider_host::plan::check_plan;
 use service_provider_sdk::contract::{
-    ApiKind, Capability, Cluster, Context, Descriptor, DesiredObject, KubeconfigRef, NamespaceScope, Plan, SecretCopy,
-    ServiceStatus,
+    ApiKind, Capability, Cluster, Context, CopyKind, Descriptor, DesiredObject, KubeconfigRef, NamespaceScope,
+    ObjectCopy, Plan, ServiceStatus,
 };
 
 const KINDS: &[(&str, &str, &str, &str, bool)] = &[
@@ -128,10 +128,10 @@ fn damaged_object() -> impl Strategy<Value = Value> {
     })
 }
 
-fn plan_of(objects: Vec<(Cluster, String)>, copies: Vec<SecretCopy>) -> Plan {
+fn plan_of(objects: Vec<(Cluster, String)>, copies: Vec<ObjectCopy>) -> Plan {
     Plan {
         objects: objects.into_iter().map(|(cluster, manifest)| DesiredObject { cluster, manifest }).collect(),
-        secret_copies: copies,
+        copies,
         status: ServiceStatus { phase: "Ready".into(), conditions: vec![], resources: None },
         requeue_after_seconds: 60,
     }
@@ -183,7 +183,11 @@ proptest! {
         required in proptest::option::of(".{0,12}"),
         cluster in cluster(),
     ) {
-        let copy = SecretCopy { source_name: source, target_cluster: cluster, target_namespace: namespace, target_name: target, required_type: required };
+        let kind = match required {
+            Some(t) => CopyKind::Secret(t),
+            None => CopyKind::ConfigMap,
+        };
+        let copy = ObjectCopy { kind, source_name: source, target_cluster: cluster, target_namespace: namespace, target_name: target };
         holds(&plan_of(vec![(cluster, text)], vec![copy]))?;
     }
 }

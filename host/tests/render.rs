@@ -75,7 +75,7 @@ fn the_seed_example_renders_flux_objects_and_secret_copies() {
     assert_eq!(release["spec"]["targetNamespace"], "kro-system");
     assert_eq!(release["spec"]["chartRef"]["name"], "kro-oci-repository");
 
-    let copies: Vec<&Value> = doc["steps"].as_array().unwrap().iter().filter_map(|s| s.get("copySecret")).collect();
+    let copies: Vec<&Value> = doc["steps"].as_array().unwrap().iter().filter_map(|s| s.get("copy")).collect();
     assert_eq!(copies.len(), 2);
     assert_eq!(copies[0]["target"]["name"], "sp-kro-my-registry-secret");
     assert_eq!(copies[1]["target"]["cluster"], "control-plane");

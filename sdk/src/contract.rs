@@ -1,7 +1,8 @@
 //! The plugin contract as plain Rust types.
 //!
-//! One-to-one with the records in `wit/service-provider.wit` (see there for
-//! the meaning of each field). Plugins implement their logic against these
+//! One-to-one with the records of the newest contract version,
+//! `wit/v0.2.0/service-provider.wit` (see there for the meaning of each
+//! field; [`CONTRACT_VERSION`]). Plugins implement their logic against these
 //! types so it runs natively in `cargo test`; the component glue and the host
 //! convert from and to the generated bindings. Keeping both sides on the same
 //! types is what lets the host test assert that a component and the native
@@ -100,6 +101,7 @@ pub enum NamespaceScope {
     Tenant,
     Named(String),
     ClusterScoped,
+    Any,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,14 +227,62 @@ pub struct DesiredObject {
     pub manifest: String,
 }
 
+/// What a copy carries: a Secret (whose source must have this `type`) or a
+/// ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CopyKind {
+    Secret(String),
+    ConfigMap,
+}
+
+impl CopyKind {
+    /// The Kubernetes kind of the copied object.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CopyKind::Secret(_) => "Secret",
+            CopyKind::ConfigMap => "ConfigMap",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SecretCopy {
+pub struct ObjectCopy {
+    pub kind: CopyKind,
     pub source_name: String,
     pub target_cluster: Cluster,
     pub target_namespace: String,
     pub target_name: String,
-    pub required_type: Option<String>,
+}
+
+impl ObjectCopy {
+    /// The Kubernetes kind of the copied object.
+    pub fn kind(&self) -> &'static str {
+        self.kind.kind()
+    }
+
+    /// A copy of the Secret `source` that must have type `required_type`.
+    pub fn secret(source: &str, required_type: &str, cluster: Cluster, namespace: &str, name: &str) -> ObjectCopy {
+        ObjectCopy {
+            kind: CopyKind::Secret(required_type.to_string()),
+            source_name: source.to_string(),
+            target_cluster: cluster,
+            target_namespace: namespace.to_string(),
+            target_name: name.to_string(),
+        }
+    }
+
+    /// A copy of the ConfigMap `source`.
+    pub fn config_map(source: &str, cluster: Cluster, namespace: &str, name: &str) -> ObjectCopy {
+        ObjectCopy {
+            kind: CopyKind::ConfigMap,
+            source_name: source.to_string(),
+            target_cluster: cluster,
+            target_namespace: namespace.to_string(),
+            target_name: name.to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -301,7 +351,7 @@ pub struct ServiceStatus {
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub objects: Vec<DesiredObject>,
-    pub secret_copies: Vec<SecretCopy>,
+    pub copies: Vec<ObjectCopy>,
     pub status: ServiceStatus,
     pub requeue_after_seconds: u32,
 }
@@ -343,7 +393,7 @@ pub struct Blocked {
 #[serde(rename_all = "camelCase")]
 pub struct Teardown {
     pub objects: Vec<ObjectRef>,
-    pub secret_copies: Vec<ObjectRef>,
+    pub copies: Vec<ObjectRef>,
     pub resources: Option<Vec<ResourceStatus>>,
 }
 

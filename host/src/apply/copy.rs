@@ -1,16 +1,17 @@
-//! Copies of Secrets from the provider's pod namespace to where a plan wants
-//! them. The data never leaves the host: the plugin only names the source,
-//! the target and the type the source must have, and only sources the
-//! operator allowed are copied ([`crate::grant`]): never the host's own
-//! credentials, nor any other cluster credential.
+//! Copies of Secrets and ConfigMaps from the provider's pod namespace to
+//! where a plan wants them. The data never leaves the host: the plugin only
+//! names the source, the target and (for a Secret) the type the source must
+//! have, and only sources the operator allowed are copied
+//! ([`crate::grant`]): never the host's own credentials, nor any other
+//! cluster credential. A copy is written only where nothing else is, or over
+//! this instance's own earlier copy.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
-use service_provider_sdk::contract::SecretCopy;
+use service_provider_sdk::contract::{CopyKind, ObjectCopy};
 use service_provider_sdk::names;
 
 use super::Change;
@@ -27,91 +28,169 @@ pub struct Sources<'a> {
     pub reserved: &'a [String],
 }
 
-/// Copies a Secret from the pod namespace on the platform cluster to the
-/// target. The data never leaves the host.
-pub async fn copy_secret(
-    platform: &Client,
-    pod_namespace: &str,
-    target: &Client,
-    copy: &SecretCopy,
-    sources: &Sources<'_>,
-    owner: &Owner,
-    field_manager: &str,
-) -> Result<Change, Error> {
-    let source = Api::<Secret>::namespaced(platform.clone(), pod_namespace)
-        .get_opt(&copy.source_name)
-        .await
-        .map_err(|e| Error::kube(format!("reading Secret {pod_namespace}/{}", copy.source_name), e))?
-        .ok_or_else(|| {
-            Error::UserInput(format!(
-                "Secret {pod_namespace}/{} does not exist on the platform cluster",
-                copy.source_name
-            ))
-        })?;
-    let owner_kinds: Vec<&str> = source.metadata.owner_references.iter().flatten().map(|r| r.kind.as_str()).collect();
-    let data_keys: Vec<&str> = source.data.iter().flatten().map(|(k, _)| k.as_str()).collect();
-    let facts = Source {
-        kind: "Secret",
-        name: &copy.source_name,
-        type_: source.type_.as_deref(),
-        owner_kinds: &owner_kinds,
-        data_keys: &data_keys,
-    };
-    let labels = source.metadata.labels.clone().unwrap_or_default();
-    sources.granted.check_copy_source(&owner.provider, sources.provider_config, &facts, &labels, sources.reserved)?;
-    let source_type = source.type_.clone().unwrap_or_else(|| "Opaque".to_string());
-    if let Some(required) = &copy.required_type
-        && &source_type != required
-    {
-        return Err(Error::UserInput(format!(
-            "Secret {pod_namespace}/{} has type {source_type}, but {required} is required",
-            copy.source_name
-        )));
+/// Where a copy comes from and goes, and who makes it.
+pub struct CopyJob<'a> {
+    pub platform: &'a Client,
+    pub pod_namespace: &'a str,
+    pub target: &'a Client,
+    pub sources: &'a Sources<'a>,
+    pub owner: &'a Owner,
+    pub field_manager: &'a str,
+}
+
+impl CopyJob<'_> {
+    /// Performs one copy, unless the target already equals the source.
+    pub async fn copy(&self, copy: &ObjectCopy) -> Result<Change, Error> {
+        match &copy.kind {
+            CopyKind::Secret(required) => self.secret(copy, required).await,
+            CopyKind::ConfigMap => self.config_map(copy).await,
+        }
     }
 
-    let api = Api::<Secret>::namespaced(target.clone(), &copy.target_namespace);
-    let place = format!("{}/{} on the {} cluster", copy.target_namespace, copy.target_name, copy.target_cluster);
-    let mut labels = owner.labels();
-    labels.insert(LABEL_COPY_OF.to_string(), names::label_value(&copy.source_name));
-    let data = source.data.clone().unwrap_or_default();
-    if let Some(live) =
-        api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading Secret {place}"), e))?
-    {
-        let live_labels = live.metadata.labels.clone().unwrap_or_default();
-        if !live_labels.contains_key(LABEL_COPY_OF) || Owner::of(&live.metadata, &owner.provider).is_none() {
-            return Err(Error::Conflict(format!(
-                "Secret {place} already exists and is not a copy made by this provider; remove or rename it"
-            )));
-        }
-        let same_type = live.type_.as_deref().unwrap_or("Opaque") == source_type;
-        let same_labels = labels.iter().all(|(k, v)| live_labels.get(k) == Some(v));
-        if same_type && same_labels && live.data.clone().unwrap_or_default() == data {
-            return Ok(Change::Unchanged);
-        }
-        if !same_type {
-            // The type of a Secret is immutable.
-            api.delete(&copy.target_name, &DeleteParams::default())
-                .await
-                .map_err(|e| Error::kube(format!("replacing Secret {place}"), e))?;
-        }
+    fn missing(&self, copy: &ObjectCopy) -> Error {
+        let (kind, ns, name) = (copy.kind(), self.pod_namespace, &copy.source_name);
+        Error::UserInput(format!("{kind} {ns}/{name} does not exist on the platform cluster"))
     }
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
+
+    fn place(copy: &ObjectCopy) -> String {
+        format!("{} {}/{} on the {} cluster", copy.kind(), copy.target_namespace, copy.target_name, copy.target_cluster)
+    }
+
+    /// The copy's metadata: owner labels plus the source it copies.
+    fn metadata(&self, copy: &ObjectCopy) -> ObjectMeta {
+        let mut labels = self.owner.labels();
+        labels.insert(LABEL_COPY_OF.to_string(), names::label_value(&copy.source_name));
+        ObjectMeta {
             name: Some(copy.target_name.clone()),
             namespace: Some(copy.target_namespace.clone()),
             labels: Some(labels),
             annotations: Some(BTreeMap::from([
-                (ANNOTATION_INSTANCE.to_string(), owner.annotation()),
-                (ANNOTATION_COPY_OF.to_string(), format!("{pod_namespace}/{}", copy.source_name)),
+                (ANNOTATION_INSTANCE.to_string(), self.owner.annotation()),
+                (ANNOTATION_COPY_OF.to_string(), format!("{}/{}", self.pod_namespace, copy.source_name)),
             ])),
             ..Default::default()
-        },
-        type_: Some(source_type),
-        data: Some(data.into_iter().collect::<BTreeMap<String, ByteString>>()),
-        ..Default::default()
-    };
-    api.patch(&copy.target_name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&secret))
-        .await
-        .map_err(|e| Error::kube(format!("writing Secret {place}"), e))?;
-    Ok(Change::Written)
+        }
+    }
+
+    /// Refuses a target that exists and is not this instance's copy.
+    fn check_existing(&self, copy: &ObjectCopy, live: &ObjectMeta) -> Result<(), Error> {
+        let is_copy = live.labels.as_ref().is_some_and(|l| l.contains_key(LABEL_COPY_OF));
+        if !is_copy || !self.owner.owns(live) {
+            return Err(Error::Conflict(format!(
+                "{} already exists and is not a copy made for this instance; remove or rename it",
+                Self::place(copy)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks the source against the grant and the credential rules.
+    fn check_source(
+        &self,
+        copy: &ObjectCopy,
+        meta: &ObjectMeta,
+        type_: Option<&str>,
+        keys: &[&str],
+    ) -> Result<(), Error> {
+        let owner_kinds: Vec<&str> = meta.owner_references.iter().flatten().map(|r| r.kind.as_str()).collect();
+        let facts =
+            Source { kind: copy.kind(), name: &copy.source_name, type_, owner_kinds: &owner_kinds, data_keys: keys };
+        let labels = meta.labels.clone().unwrap_or_default();
+        let sources = self.sources;
+        sources.granted.check_copy_source(
+            &self.owner.provider,
+            sources.provider_config,
+            &facts,
+            &labels,
+            sources.reserved,
+        )?;
+        Ok(())
+    }
+
+    async fn secret(&self, copy: &ObjectCopy, required: &str) -> Result<Change, Error> {
+        let source_api = Api::<Secret>::namespaced(self.platform.clone(), self.pod_namespace);
+        let read = |e| Error::kube(format!("reading Secret {}/{}", self.pod_namespace, copy.source_name), e);
+        let source = source_api.get_opt(&copy.source_name).await.map_err(read)?.ok_or_else(|| self.missing(copy))?;
+        let keys: Vec<&str> = source.data.iter().flatten().map(|(k, _)| k.as_str()).collect();
+        self.check_source(copy, &source.metadata, source.type_.as_deref(), &keys)?;
+        let source_type = source.type_.clone().unwrap_or_else(|| "Opaque".to_string());
+        if source_type != required {
+            return Err(Error::UserInput(format!(
+                "Secret {}/{} has type {source_type}, but {required} is required",
+                self.pod_namespace, copy.source_name
+            )));
+        }
+
+        let api = Api::<Secret>::namespaced(self.target.clone(), &copy.target_namespace);
+        let place = Self::place(copy);
+        let desired = Secret {
+            metadata: self.metadata(copy),
+            type_: Some(source_type.clone()),
+            data: Some(source.data.clone().unwrap_or_default()),
+            ..Default::default()
+        };
+        if let Some(live) =
+            api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?
+        {
+            self.check_existing(copy, &live.metadata)?;
+            let same_type = live.type_.as_deref().unwrap_or("Opaque") == source_type;
+            if same_type && labels_kept(&live.metadata, &desired.metadata) && live.data == desired.data {
+                return Ok(Change::Unchanged);
+            }
+            if !same_type {
+                // The type of a Secret is immutable.
+                api.delete(&copy.target_name, &DeleteParams::default())
+                    .await
+                    .map_err(|e| Error::kube(format!("replacing {place}"), e))?;
+            }
+        }
+        api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&desired))
+            .await
+            .map_err(|e| Error::kube(format!("writing {place}"), e))?;
+        Ok(Change::Written)
+    }
+
+    async fn config_map(&self, copy: &ObjectCopy) -> Result<Change, Error> {
+        let source_api = Api::<ConfigMap>::namespaced(self.platform.clone(), self.pod_namespace);
+        let read = |e| Error::kube(format!("reading ConfigMap {}/{}", self.pod_namespace, copy.source_name), e);
+        let source = source_api.get_opt(&copy.source_name).await.map_err(read)?.ok_or_else(|| self.missing(copy))?;
+        let keys: Vec<&str> = source
+            .data
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .chain(source.binary_data.iter().flatten().map(|(k, _)| k.as_str()))
+            .collect();
+        self.check_source(copy, &source.metadata, None, &keys)?;
+
+        let api = Api::<ConfigMap>::namespaced(self.target.clone(), &copy.target_namespace);
+        let place = Self::place(copy);
+        let desired = ConfigMap {
+            metadata: self.metadata(copy),
+            data: source.data.clone(),
+            binary_data: source.binary_data.clone(),
+            ..Default::default()
+        };
+        if let Some(live) =
+            api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?
+        {
+            self.check_existing(copy, &live.metadata)?;
+            if labels_kept(&live.metadata, &desired.metadata)
+                && live.data == desired.data
+                && live.binary_data == desired.binary_data
+            {
+                return Ok(Change::Unchanged);
+            }
+        }
+        api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&desired))
+            .await
+            .map_err(|e| Error::kube(format!("writing {place}"), e))?;
+        Ok(Change::Written)
+    }
+}
+
+/// Whether the live copy still carries every label the host gives it.
+fn labels_kept(live: &ObjectMeta, desired: &ObjectMeta) -> bool {
+    let live = live.labels.clone().unwrap_or_default();
+    desired.labels.iter().flatten().all(|(k, v)| live.get(k) == Some(v))
 }

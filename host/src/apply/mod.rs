@@ -26,7 +26,7 @@ use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plan::Manifest;
 use crate::resource::{api_resource, dynamic_api};
 
-pub use copy::{Sources, copy_secret};
+pub use copy::{CopyJob, Sources};
 pub use prune::{Scope, prune};
 
 /// What applying did.

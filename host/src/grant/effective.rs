@@ -102,6 +102,7 @@ fn covers(rule: &ObserveRule, o: &Observation) -> bool {
         NamespaceScope::Named(ns) => any_namespace || rule.namespaces.contains(ns),
         // Every namespace of a namespaced kind, or a cluster-scoped kind.
         NamespaceScope::ClusterScoped if o.api.namespaced => any_namespace,
+        NamespaceScope::Any => any_namespace,
         NamespaceScope::ClusterScoped => rule.cluster_scoped,
     }
 }

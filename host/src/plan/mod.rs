@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, Input, PlanError, SecretCopy, ServiceStatus};
+use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, Input, ObjectCopy, PlanError, ServiceStatus};
 
 mod check;
 pub mod validate;
@@ -75,7 +75,7 @@ pub type Inventory = std::collections::BTreeSet<ObjectKey>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckedPlan {
     pub manifests: Vec<Manifest>,
-    pub secret_copies: Vec<SecretCopy>,
+    pub copies: Vec<ObjectCopy>,
     pub status: ServiceStatus,
     pub requeue_after_seconds: u32,
 }
@@ -84,7 +84,7 @@ pub struct CheckedPlan {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Step<'a> {
     Apply(&'a Manifest),
-    Copy(&'a SecretCopy),
+    Copy(&'a ObjectCopy),
 }
 
 impl CheckedPlan {
@@ -97,10 +97,10 @@ impl CheckedPlan {
             namespace: m.namespace.clone(),
             name: m.name.clone(),
         });
-        let copies = self.secret_copies.iter().map(|c| ObjectKey {
+        let copies = self.copies.iter().map(|c| ObjectKey {
             cluster: c.target_cluster,
             group: String::new(),
-            kind: "Secret".into(),
+            kind: c.kind().into(),
             namespace: Some(c.target_namespace.clone()),
             name: c.target_name.clone(),
         });
@@ -113,7 +113,7 @@ impl CheckedPlan {
     pub fn steps(&self) -> impl Iterator<Item = Step<'_>> {
         let namespaces = self.manifests.iter().filter(|m| m.is_namespace());
         let others = self.manifests.iter().filter(|m| !m.is_namespace());
-        namespaces.map(Step::Apply).chain(self.secret_copies.iter().map(Step::Copy)).chain(others.map(Step::Apply))
+        namespaces.map(Step::Apply).chain(self.copies.iter().map(Step::Copy)).chain(others.map(Step::Apply))
     }
 }
 
@@ -124,7 +124,7 @@ pub async fn reconcile(planner: &Planner, input: &Input) -> Result<Result<Checke
             let manifests = check_plan(planner.descriptor(), &planner.granted, &input.context, &plan)?;
             Ok(Ok(CheckedPlan {
                 manifests,
-                secret_copies: plan.secret_copies,
+                copies: plan.copies,
                 status: plan.status,
                 requeue_after_seconds: plan.requeue_after_seconds,
             }))

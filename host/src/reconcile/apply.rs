@@ -10,7 +10,7 @@ use tracing::info;
 use super::access::{Obtained, instance_access, obtain};
 use super::{Context, DEFAULT_POLL, Outcome, WAIT, key_of, requeue, timed};
 use crate::access::{self, Target};
-use crate::apply::{self, Change, Scope, Sources};
+use crate::apply::{self, Change, CopyJob, Scope, Sources};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plan::{self, CheckedPlan, Step};
@@ -90,7 +90,8 @@ async fn apply_with_config(
     // Record the sources first: if a copy fails because its source is
     // missing, creating that Secret must re-trigger this instance.
     let key = key_of(object);
-    ctx.instances.set_sources(&key, plan.secret_copies.iter().map(|c| c.source_name.clone()).collect());
+    ctx.instances
+        .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
     let writes = write(ctx, instance, &reach, &plan, provider_config).await?;
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
     if writes + pruned > 0 {
@@ -119,9 +120,15 @@ async fn write(
                 apply::apply(client, m, &owner, &ctx.field_manager).await?
             }
             Step::Copy(copy) => {
-                let target = reach.client(copy.target_cluster).expect("checked by plan::check_plan");
-                let (platform, pod_namespace) = (&ctx.platform, &ctx.pod_namespace);
-                apply::copy_secret(platform, pod_namespace, target, copy, &sources, &owner, &ctx.field_manager).await?
+                let job = CopyJob {
+                    platform: &ctx.platform,
+                    pod_namespace: &ctx.pod_namespace,
+                    target: reach.client(copy.target_cluster).expect("checked by plan::check_plan"),
+                    sources: &sources,
+                    owner: &owner,
+                    field_manager: &ctx.field_manager,
+                };
+                job.copy(copy).await?
             }
         };
         writes += usize::from(change == Change::Written);

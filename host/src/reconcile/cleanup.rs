@@ -95,7 +95,7 @@ async fn cleanup_steps(
     }
     // ... then the copies (nothing waits on them) and anything else the
     // instance owns, ...
-    for target in &teardown.secret_copies {
+    for target in &teardown.copies {
         if let Some(client) = reach.client(target.cluster) {
             apply::delete(client, target, &owner).await?;
         }

@@ -19,6 +19,9 @@ use crate::status::StatusWriter;
 /// `(namespace, name)` of a service object.
 pub type InstanceKey = (String, String);
 
+/// `(kind, name)` of a copy source in the pod namespace.
+pub type Source = (String, String);
+
 /// Everything a reconcile needs; shared by all reconciles.
 pub struct Context {
     /// The plugin and what it was granted.
@@ -87,8 +90,8 @@ impl Context {
 /// can be lost (a restart): it only saves work and makes watches precise.
 #[derive(Default)]
 pub struct InstanceState {
-    /// Source Secrets each instance's last plan copies.
-    secret_users: Mutex<HashMap<InstanceKey, BTreeSet<String>>>,
+    /// The sources `(kind, name)` each instance's last plan copies.
+    source_users: Mutex<HashMap<InstanceKey, BTreeSet<Source>>>,
     /// Consecutive failures per instance, for exponential backoff.
     failures: Mutex<HashMap<InstanceKey, u32>>,
     /// The inventory each instance was last pruned against.
@@ -96,15 +99,17 @@ pub struct InstanceState {
 }
 
 impl InstanceState {
-    /// Records which source Secrets an instance's plan copies.
-    pub fn set_sources(&self, key: &InstanceKey, sources: BTreeSet<String>) {
-        self.secret_users.lock().expect("not poisoned").insert(key.clone(), sources);
+    /// Records which sources an instance's plan copies.
+    pub fn set_sources(&self, key: &InstanceKey, sources: BTreeSet<Source>) {
+        self.source_users.lock().expect("not poisoned").insert(key.clone(), sources);
     }
 
-    /// Instances whose last plan copies the Secret `name` from the pod namespace.
-    pub fn users_of_secret(&self, name: &str) -> Vec<InstanceKey> {
-        let users = self.secret_users.lock().expect("not poisoned");
-        users.iter().filter(|(_, secrets)| secrets.contains(name)).map(|(k, _)| k.clone()).collect()
+    /// Instances whose last plan copies the object `kind`/`name` from the
+    /// pod namespace.
+    pub fn users_of_source(&self, kind: &str, name: &str) -> Vec<InstanceKey> {
+        let users = self.source_users.lock().expect("not poisoned");
+        let source = (kind.to_string(), name.to_string());
+        users.iter().filter(|(_, sources)| sources.contains(&source)).map(|(k, _)| k.clone()).collect()
     }
 
     /// One more failure; returns how many in a row.
@@ -130,7 +135,7 @@ impl InstanceState {
 
     /// Forgets an instance (it is gone).
     pub fn forget(&self, key: &InstanceKey) {
-        self.secret_users.lock().expect("not poisoned").remove(key);
+        self.source_users.lock().expect("not poisoned").remove(key);
         self.failures.lock().expect("not poisoned").remove(key);
         self.inventories.lock().expect("not poisoned").remove(key);
     }
@@ -146,13 +151,16 @@ mod tests {
     }
 
     #[test]
-    fn secret_users_are_exactly_the_instances_that_copy_it() {
+    fn source_users_are_exactly_the_instances_that_copy_it() {
         let state = InstanceState::default();
-        state.set_sources(&key("a"), BTreeSet::from(["pull".to_string()]));
-        state.set_sources(&key("b"), BTreeSet::from(["other".to_string()]));
-        assert_eq!(state.users_of_secret("pull"), [key("a")]);
+        let source = |kind: &str, name: &str| (kind.to_string(), name.to_string());
+        state.set_sources(&key("a"), BTreeSet::from([source("Secret", "pull"), source("ConfigMap", "ca")]));
+        state.set_sources(&key("b"), BTreeSet::from([source("Secret", "other")]));
+        assert_eq!(state.users_of_source("Secret", "pull"), [key("a")]);
+        assert_eq!(state.users_of_source("ConfigMap", "ca"), [key("a")]);
+        assert!(state.users_of_source("ConfigMap", "pull").is_empty(), "kinds are told apart");
         state.forget(&key("a"));
-        assert!(state.users_of_secret("pull").is_empty());
+        assert!(state.users_of_source("Secret", "pull").is_empty());
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub enum PluginError {
     },
     #[error("the component does not fit the plugin world")]
     Incompatible(#[source] Cause),
+    #[error("the plugin implements contract version {found}; this host supports {oldest} to {newest}")]
+    Unsupported { found: String, oldest: &'static str, newest: &'static str },
     #[error("plugin {plugin} exceeded its time budget of {budget:?}")]
     Timeout { plugin: String, budget: Duration },
     #[error("plugin {plugin} exceeded its {limit}")]

@@ -21,28 +21,23 @@
 //!   grant nothing.
 
 mod cache;
-mod convert;
 mod error;
 mod limits;
+pub mod versions;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use convert::Convert;
 pub use error::{Cause, PluginError};
 pub use limits::{EPOCH_TICK, Limits};
 use limits::{Hit, Limiter};
 use service_provider_sdk::contract as sdk;
+use service_provider_sdk::convert::Convert;
+use versions::{Version, v0_1, v0_2};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-
-pub(crate) mod bindings {
-    wasmtime::component::bindgen!({ world: "plugin", path: "../wit", exports: { default: async } });
-}
-
-use bindings::open_control_plane::service_provider::types as wit;
 
 /// Largest random buffer a guest may ask the host for in one WASI call.
 const MAX_RANDOM_BYTES: u64 = 64 << 10;
@@ -87,13 +82,38 @@ impl Sandbox {
             None => Component::new(&self.engine, wasm).map_err(|e| PluginError::Compile(e.into()))?,
         };
         let compile_time = started.elapsed();
+        let version = self.version_of(&component, wasm)?;
         let mut linker = Linker::<State>::new(&self.engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| PluginError::Engine(e.into()))?;
-        let pre = linker
-            .instantiate_pre(&component)
-            .and_then(bindings::PluginPre::new)
-            .map_err(|e| PluginError::Incompatible(e.into()))?;
+        let instance_pre = linker.instantiate_pre(&component).map_err(|e| PluginError::Incompatible(e.into()))?;
+        let pre = match version {
+            Version::V0_1 => v0_1::bindings::PluginPre::new(instance_pre).map(Pre::V0_1),
+            Version::V0_2 => v0_2::bindings::PluginPre::new(instance_pre).map(Pre::V0_2),
+        }
+        .map_err(|e| PluginError::Incompatible(e.into()))?;
         Ok(Prepared { engine: self.engine.clone(), pre, compile_time })
+    }
+
+    /// The contract version a component implements, from the provider
+    /// interface it exports; unsupported versions are refused by name.
+    fn version_of(&self, component: &Component, wasm: &[u8]) -> Result<Version, PluginError> {
+        let component_type = component.component_type();
+        let exported: Vec<&str> = component_type
+            .exports(&self.engine)
+            .map(|(name, _)| name)
+            .filter(|name| name.starts_with(versions::PROVIDER_INTERFACE))
+            .collect();
+        if let Some(version) = exported.iter().find_map(|name| Version::of_export(name)) {
+            return Ok(version);
+        }
+        let found = match (exported.first(), versions::declared_version(wasm)) {
+            (Some(name), _) => {
+                name.trim_start_matches(versions::PROVIDER_INTERFACE).trim_start_matches('@').to_string()
+            }
+            (None, Some(declared)) => declared,
+            (None, None) => "none".to_string(),
+        };
+        Err(PluginError::Unsupported { found, oldest: versions::OLDEST, newest: versions::NEWEST })
     }
 
     /// Reads and prepares a plugin from a `.wasm` file.
@@ -129,27 +149,52 @@ fn spawn_ticker(engine: &Engine) {
         .expect("spawning the epoch ticker thread");
 }
 
+/// The linked component, with the bindings of its contract version.
+#[derive(Clone)]
+enum Pre {
+    V0_1(v0_1::bindings::PluginPre<State>),
+    V0_2(v0_2::bindings::PluginPre<State>),
+}
+
 /// A compiled and linked plugin whose descriptor has not been read yet:
 /// cheap to clone (tests compile once per binary and describe per test).
 #[derive(Clone)]
 pub struct Prepared {
     engine: Engine,
-    pre: bindings::PluginPre<State>,
+    pre: Pre,
     compile_time: Duration,
 }
 
 /// One call of the provider interface.
 enum Call<'a> {
     Describe,
-    Plan(&'a wit::Input),
-    Cleanup(&'a wit::Input),
+    Plan(&'a sdk::Input),
+    Cleanup(&'a sdk::Input),
 }
 
-/// What a call returned.
+/// What a call returned, in the newest contract's types.
 enum Answer {
-    Describe(Box<wit::Descriptor>),
-    Plan(Result<wit::ReconcilePlan, wit::PlanError>),
-    Cleanup(Result<wit::CleanupPlan, wit::PlanError>),
+    Describe(Box<sdk::Descriptor>),
+    Plan(Result<sdk::Plan, sdk::PlanError>),
+    Cleanup(Result<sdk::CleanupPlan, sdk::PlanError>),
+}
+
+/// Instantiates with one version's bindings and makes one call, converting
+/// the input to that version's types and the answer to the newest.
+macro_rules! call_with {
+    ($pre:expr, $store:expr, $call:expr) => {{
+        let instance = $pre.instantiate_async(&mut $store).await?;
+        let provider = instance.open_control_plane_service_provider_provider();
+        match $call {
+            Call::Describe => Answer::Describe(Box::new(provider.call_describe(&mut $store).await?.convert())),
+            Call::Plan(input) => {
+                Answer::Plan(provider.call_plan(&mut $store, &input.clone().convert()).await?.convert())
+            }
+            Call::Cleanup(input) => {
+                Answer::Cleanup(provider.call_cleanup(&mut $store, &input.clone().convert()).await?.convert())
+            }
+        }
+    }};
 }
 
 impl Prepared {
@@ -159,7 +204,15 @@ impl Prepared {
         let Answer::Describe(descriptor) = self.call("plugin", &limits, Call::Describe).await? else {
             unreachable!("describe answers describe")
         };
-        Ok(Plugin { inner: Arc::new(Inner { prepared: self.clone(), limits, descriptor: (*descriptor).convert() }) })
+        Ok(Plugin { inner: Arc::new(Inner { prepared: self.clone(), limits, descriptor: *descriptor }) })
+    }
+
+    /// The contract version the plugin implements.
+    pub fn contract_version(&self) -> &'static str {
+        match self.pre {
+            Pre::V0_1(_) => Version::V0_1.as_str(),
+            Pre::V0_2(_) => Version::V0_2.as_str(),
+        }
     }
 
     /// One call in a fresh store, under every limit.
@@ -177,12 +230,9 @@ impl Prepared {
         store.set_epoch_deadline(1);
         store.epoch_deadline_async_yield_and_update(1);
         let run = async {
-            let instance = self.pre.instantiate_async(&mut store).await?;
-            let provider = instance.open_control_plane_service_provider_provider();
-            Ok::<_, wasmtime::Error>(match call {
-                Call::Describe => Answer::Describe(Box::new(provider.call_describe(&mut store).await?)),
-                Call::Plan(input) => Answer::Plan(provider.call_plan(&mut store, input).await?),
-                Call::Cleanup(input) => Answer::Cleanup(provider.call_cleanup(&mut store, input).await?),
+            Ok::<_, wasmtime::Error>(match &self.pre {
+                Pre::V0_1(pre) => call_with!(pre, store, call),
+                Pre::V0_2(pre) => call_with!(pre, store, call),
             })
         };
         let plugin = plugin.to_string();
@@ -229,25 +279,28 @@ impl Plugin {
         self.inner.prepared.compile_time
     }
 
+    /// The contract version the plugin implements.
+    pub fn contract_version(&self) -> &'static str {
+        self.inner.prepared.contract_version()
+    }
+
     pub async fn plan(&self, input: &sdk::Input) -> Result<Result<sdk::Plan, sdk::PlanError>, PluginError> {
-        let input = self.checked_input(input)?;
-        let Answer::Plan(result) = self.call(Call::Plan(&input)).await? else { unreachable!("plan answers plan") };
-        let result: Result<sdk::Plan, sdk::PlanError> = result.convert();
+        self.check_input(input)?;
+        let Answer::Plan(result) = self.call(Call::Plan(input)).await? else { unreachable!("plan answers plan") };
         if let Ok(plan) = &result {
-            self.check_output("a plan", plan, plan.objects.len() + plan.secret_copies.len())?;
+            self.check_output("a plan", plan, plan.objects.len() + plan.copies.len())?;
         }
         Ok(result)
     }
 
     pub async fn cleanup(&self, input: &sdk::Input) -> Result<Result<sdk::CleanupPlan, sdk::PlanError>, PluginError> {
-        let input = self.checked_input(input)?;
-        let Answer::Cleanup(result) = self.call(Call::Cleanup(&input)).await? else {
+        self.check_input(input)?;
+        let Answer::Cleanup(result) = self.call(Call::Cleanup(input)).await? else {
             unreachable!("cleanup answers cleanup")
         };
-        let result: Result<sdk::CleanupPlan, sdk::PlanError> = result.convert();
         if let Ok(plan) = &result {
             let objects = match plan {
-                sdk::CleanupPlan::Teardown(t) => t.objects.len() + t.secret_copies.len(),
+                sdk::CleanupPlan::Teardown(t) => t.objects.len() + t.copies.len(),
                 sdk::CleanupPlan::Blocked(_) => 0,
             };
             self.check_output("a cleanup plan", plan, objects)?;
@@ -261,8 +314,8 @@ impl Plugin {
 
     /// Refuses inputs over the limit (the host gathered them, but a cluster
     /// full of observed objects must not turn into an unbounded guest
-    /// allocation), then converts them.
-    fn checked_input(&self, input: &sdk::Input) -> Result<wit::Input, PluginError> {
+    /// allocation).
+    fn check_input(&self, input: &sdk::Input) -> Result<(), PluginError> {
         let bytes = input.object.len()
             + input.provider_config.as_ref().map_or(0, String::len)
             + input.observed.iter().flat_map(|o| &o.objects).map(String::len).sum::<usize>();
@@ -270,7 +323,7 @@ impl Plugin {
         if bytes > max {
             return Err(PluginError::TooLarge { plugin: self.name().into(), what: "an input", bytes, max });
         }
-        Ok(input.clone().convert())
+        Ok(())
     }
 
     /// Refuses outputs over the size or object-count limits before the host
@@ -323,7 +376,7 @@ mod tests {
         // The smallest valid component binary: header only, exports nothing.
         let empty = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
         let err = sandbox.prepare(&empty, None).err().expect("must fail");
-        assert!(err.to_string().contains("does not fit the plugin world"), "{err}");
+        assert_eq!(err.to_string(), "the plugin implements contract version none; this host supports 0.1.0 to 0.2.0");
     }
 
     #[test]

@@ -10,19 +10,30 @@ use service_provider_host::sandbox::{Limits, Plugin, Prepared, Sandbox};
 use service_provider_sdk::contract::PolicyRule;
 
 /// A component the tests use: the env var that overrides its path, and its
-/// file name in the build output.
+/// file name in the build output (or, for a committed fixture, in
+/// `tests/fixtures/`).
 #[derive(Debug, Clone, Copy)]
 pub struct Component {
     pub env: &'static str,
     pub file: &'static str,
+    pub committed: bool,
 }
 
-pub const KRO: Component = Component { env: "KRO_PLUGIN_WASM", file: "guest_kro.wasm" };
-pub const MISBEHAVING: Component = Component { env: "MISBEHAVING_PLUGIN_WASM", file: "misbehaving_plugin.wasm" };
-pub const WORKLOAD_ECHO: Component = Component { env: "WORKLOAD_ECHO_PLUGIN_WASM", file: "workload_echo_plugin.wasm" };
-pub const HOSTILE: Component = Component { env: "HOSTILE_PLUGIN_WASM", file: "hostile_plugin.wasm" };
-pub const SLEEPY_DESCRIBE: Component =
-    Component { env: "SLEEPY_DESCRIBE_PLUGIN_WASM", file: "sleepy_describe_plugin.wasm" };
+impl Component {
+    const fn built(env: &'static str, file: &'static str) -> Component {
+        Component { env, file, committed: false }
+    }
+}
+
+pub const KRO: Component = Component::built("KRO_PLUGIN_WASM", "guest_kro.wasm");
+pub const MISBEHAVING: Component = Component::built("MISBEHAVING_PLUGIN_WASM", "misbehaving_plugin.wasm");
+pub const WORKLOAD_ECHO: Component = Component::built("WORKLOAD_ECHO_PLUGIN_WASM", "workload_echo_plugin.wasm");
+pub const HOSTILE: Component = Component::built("HOSTILE_PLUGIN_WASM", "hostile_plugin.wasm");
+pub const SLEEPY_DESCRIBE: Component = Component::built("SLEEPY_DESCRIBE_PLUGIN_WASM", "sleepy_describe_plugin.wasm");
+pub const FUTURE_CONTRACT: Component = Component::built("FUTURE_CONTRACT_PLUGIN_WASM", "future_contract_plugin.wasm");
+/// guest-kro as built against contract 0.1.0, committed: old plugins must
+/// keep working.
+pub const KRO_0_1: Component = Component { env: "KRO_0_1_PLUGIN_WASM", file: "guest-kro-0.1.0.wasm", committed: true };
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -31,9 +42,10 @@ pub fn root() -> PathBuf {
 
 /// Where a component is; panics with the command to run when it is missing.
 pub fn plugin_path(component: Component) -> PathBuf {
-    let path = std::env::var_os(component.env)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/wasm32-wasip2/plugin").join(component.file));
+    let path = std::env::var_os(component.env).map(PathBuf::from).unwrap_or_else(|| match component.committed {
+        true => root().join("tests/fixtures").join(component.file),
+        false => root().join("target/wasm32-wasip2/plugin").join(component.file),
+    });
     assert!(
         path.is_file(),
         "{} not found: build the plugins first with `task build-plugins` (or set {})",

@@ -4,7 +4,9 @@
 //! the plugin's `describe()` and allowed by its grant ([`crate::grant`]).
 //! One refusal fails the whole reconcile before anything is written.
 
-use service_provider_sdk::contract::{Capability, Cluster, Context, Descriptor, ObjectRef, Plan, Teardown};
+use service_provider_sdk::contract::{
+    Capability, Cluster, Context, CopyKind, Descriptor, NamespaceScope, ObjectRef, Plan, Teardown,
+};
 
 use super::{Manifest, validate};
 use crate::Error;
@@ -26,7 +28,8 @@ fn requested<'d>(descriptor: &'d Descriptor, context: &Context, t: &Target) -> O
         c.cluster == t.cluster
             && c.api.group == t.group
             && c.api.kind == t.kind
-            && scope_namespace(&c.scope, context) == t.namespace
+            && (scope_namespace(&c.scope, context) == t.namespace
+                || (c.scope == NamespaceScope::Any && t.namespace.is_some()))
             && (c.names.is_empty() || c.names.iter().any(|n| n == t.name))
     })
 }
@@ -64,15 +67,14 @@ pub fn check_teardown(
     for r in &teardown.objects {
         check_ref(descriptor, granted, context, r)?;
     }
-    for r in &teardown.secret_copies {
-        if r.kind != "Secret" || r.api_version != "v1" {
-            return Err(invalid(descriptor, format!("secret copy {} {} is not a v1 Secret", r.kind, r.name)));
+    for r in &teardown.copies {
+        if !matches!(r.kind.as_str(), "Secret" | "ConfigMap") || r.api_version != "v1" {
+            return Err(invalid(descriptor, format!("copy {} {} is not a v1 Secret or ConfigMap", r.kind, r.name)));
         }
         let namespace = r.namespace.as_deref().unwrap_or_default();
-        let what = format!("deleting the copy Secret {namespace}/{} on the {} cluster", r.name, r.cluster);
+        let what = format!("deleting the copy {} {namespace}/{} on the {} cluster", r.kind, r.name, r.cluster);
         granted.check_copy_target(context, r.cluster, namespace, &what)?;
-        let target =
-            Target { cluster: r.cluster, group: "", kind: "Secret", namespace: Some(namespace), name: &r.name };
+        let target = Target { cluster: r.cluster, group: "", kind: &r.kind, namespace: Some(namespace), name: &r.name };
         requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
     }
     Ok(())
@@ -98,7 +100,7 @@ pub fn check_plan(
     let mut manifests =
         plan.objects.iter().map(|o| manifest(descriptor, o.cluster, &o.manifest)).collect::<Result<Vec<_>, _>>()?;
     let copies: Vec<CopyPlace> = plan
-        .secret_copies
+        .copies
         .iter()
         .map(|c| CopyPlace {
             cluster: c.target_cluster,
@@ -124,10 +126,14 @@ pub fn check_plan(
         granted.check_write(context, &target, Some(&m.object), &copies, &what)?;
         m.plural = capability.api.plural.clone();
     }
-    for copy in &plan.secret_copies {
+    for copy in &plan.copies {
         let what = format!(
-            "copy of Secret {} to {}/{} on the {} cluster",
-            copy.source_name, copy.target_namespace, copy.target_name, copy.target_cluster
+            "copy of {} {} to {}/{} on the {} cluster",
+            copy.kind(),
+            copy.source_name,
+            copy.target_namespace,
+            copy.target_name,
+            copy.target_cluster
         );
         if !validate::dns_subdomain(&copy.source_name)
             || !validate::dns_subdomain(&copy.target_name)
@@ -135,7 +141,7 @@ pub fn check_plan(
         {
             return Err(invalid(descriptor, format!("{what}: names are not valid Kubernetes names")));
         }
-        if copy.required_type.as_deref().is_none_or(str::is_empty) {
+        if copy.kind == CopyKind::Secret(String::new()) {
             return Err(invalid(descriptor, format!("{what}: a copy must state the Secret type it requires")));
         }
         if !reachable(copy.target_cluster, context) {
@@ -145,7 +151,7 @@ pub fn check_plan(
         let target = Target {
             cluster: copy.target_cluster,
             group: "",
-            kind: "Secret",
+            kind: copy.kind(),
             namespace: Some(&copy.target_namespace),
             name: &copy.target_name,
         };

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{
-    ApiKind, DesiredObject, KubeconfigRef, NamespaceScope, SecretCopy, ServiceStatus,
+    ApiKind, DesiredObject, KubeconfigRef, NamespaceScope, ObjectCopy, ServiceStatus,
 };
 
 use super::*;
@@ -76,10 +76,10 @@ fn context(control_plane: bool) -> Context {
     }
 }
 
-fn plan(objects: Vec<(Cluster, Value)>, copies: Vec<SecretCopy>) -> Plan {
+fn plan(objects: Vec<(Cluster, Value)>, copies: Vec<ObjectCopy>) -> Plan {
     Plan {
         objects: objects.into_iter().map(|(cluster, v)| DesiredObject { cluster, manifest: v.to_string() }).collect(),
-        secret_copies: copies,
+        copies,
         status: ServiceStatus { phase: "Ready".into(), conditions: vec![], resources: None },
         requeue_after_seconds: 60,
     }
@@ -93,14 +93,8 @@ fn deployment(name: &str, ns: &str) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns}})
 }
 
-fn copy(cluster: Cluster, ns: &str) -> SecretCopy {
-    SecretCopy {
-        source_name: "src".into(),
-        target_cluster: cluster,
-        target_namespace: ns.into(),
-        target_name: "dst".into(),
-        required_type: Some("kubernetes.io/dockerconfigjson".into()),
-    }
+fn copy(cluster: Cluster, ns: &str) -> ObjectCopy {
+    ObjectCopy::secret("src", "kubernetes.io/dockerconfigjson", cluster, ns, "dst")
 }
 
 fn denial(err: Error) -> Denial {
@@ -158,7 +152,7 @@ fn copies_are_checked_like_objects_and_must_state_a_type() {
     let d = denial(check(&plan(vec![], vec![copy(Cluster::Platform, "default")])).unwrap_err());
     assert!(d.to_string().contains("copy of Secret src to default/dst"), "{d}");
     assert_eq!(d.rule, "tenant-namespace-only");
-    let untyped = SecretCopy { required_type: None, ..copy(Cluster::Platform, "mcp--t") };
+    let untyped = ObjectCopy::secret("src", "", Cluster::Platform, "mcp--t", "dst");
     let err = check(&plan(vec![], vec![untyped])).unwrap_err();
     assert!(err.to_string().contains("must state the Secret type"), "{err}");
     assert_eq!(err.category(), crate::Category::Plugin);
@@ -210,7 +204,7 @@ fn namespaces_come_first_then_copies_then_the_rest() {
     );
     let checked = CheckedPlan {
         manifests: check(&p).unwrap(),
-        secret_copies: p.secret_copies.clone(),
+        copies: p.copies.clone(),
         status: p.status.clone(),
         requeue_after_seconds: 60,
     };

@@ -18,7 +18,7 @@
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{
     Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Crd, Descriptor, DesiredObject,
-    Detail, Input, NamespaceScope, Observation, Plan, PlanError, PolicyRule, Provider, SecretCopy, ServiceStatus,
+    Detail, Input, NamespaceScope, ObjectCopy, Observation, Plan, PlanError, PolicyRule, Provider, ServiceStatus,
     Stage, Teardown,
 };
 
@@ -42,14 +42,9 @@ fn object(cluster: Cluster, manifest: Value) -> DesiredObject {
     DesiredObject { cluster, manifest: manifest.to_string() }
 }
 
-fn copy(source: &str, cluster: Cluster, namespace: &str, required_type: Option<&str>) -> SecretCopy {
-    SecretCopy {
-        source_name: source.into(),
-        target_cluster: cluster,
-        target_namespace: namespace.into(),
-        target_name: "stolen".into(),
-        required_type: required_type.map(str::to_string),
-    }
+/// A Secret copy; `None` leaves the required type empty.
+fn copy(source: &str, cluster: Cluster, namespace: &str, required_type: Option<&str>) -> ObjectCopy {
+    ObjectCopy::secret(source, required_type.unwrap_or_default(), cluster, namespace, "stolen")
 }
 
 fn status(ready: bool, message: String) -> ServiceStatus {
@@ -155,7 +150,10 @@ impl Provider for Hostile {
             n if n.starts_with("healthy") => {
                 let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ok-{n}")}});
                 objects.push(object(ControlPlane, namespace));
-                copies.push(SecretCopy { target_name: format!("sp-hostile-{ALLOWED_SOURCE}"), ..copy(ALLOWED_SOURCE, Platform, tenant, Some(DOCKER)) });
+                copies.push(ObjectCopy {
+                    target_name: format!("sp-hostile-{ALLOWED_SOURCE}"),
+                    ..copy(ALLOWED_SOURCE, Platform, tenant, Some(DOCKER))
+                });
             }
             "read-secrets" => {
                 let seen = input.observed("all-secrets").map(|o| o.join(" | "));
@@ -221,13 +219,12 @@ impl Provider for Hostile {
             "adopt" => objects.push(object(Platform, helm_release("admin-release", tenant, Some(&cp_secret)))),
             other => ready = (false, format!("no attack is named {other:?}")),
         }
-        Ok(Plan { objects, secret_copies: copies, status: status(ready.0, ready.1), requeue_after_seconds: 60 })
+        Ok(Plan { objects, copies, status: status(ready.0, ready.1), requeue_after_seconds: 60 })
     }
 
     fn cleanup(_input: &Input) -> Result<CleanupPlan, PlanError> {
-        Ok(CleanupPlan::Teardown(Teardown { objects: vec![], secret_copies: vec![], resources: None }))
+        Ok(CleanupPlan::Teardown(Teardown { objects: vec![], copies: vec![], resources: None }))
     }
 }
 
-#[cfg(target_arch = "wasm32")]
-service_provider_sdk::export_provider!(crate::Hostile, "../../../wit");
+service_provider_sdk::export_provider!(crate::Hostile);

@@ -1,10 +1,12 @@
 //! A hostile plugin for the host's sandbox tests: `plan` never returns and
 //! `cleanup` tries to allocate far more memory than any limit allows.
-//! Only meaningful as a `wasm32-wasip2` component.
+//! Only meaningful as a `wasm32-wasip2` component. Written directly against
+//! the frozen contract 0.1.0 with wit-bindgen (not the SDK), so it also
+//! proves the host still loads plugins of the older contract.
 
 #![cfg(target_arch = "wasm32")]
 
-wit_bindgen::generate!({ world: "plugin", path: "../../../wit" });
+wit_bindgen::generate!({ world: "plugin", path: "../../../wit/v0.1.0" });
 
 use exports::open_control_plane::service_provider::provider::Guest;
 use open_control_plane::service_provider::types::*;

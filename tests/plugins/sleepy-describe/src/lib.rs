@@ -21,5 +21,4 @@ impl Provider for Sleepy {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
-service_provider_sdk::export_provider!(crate::Sleepy, "../../../wit");
+service_provider_sdk::export_provider!(crate::Sleepy);

@@ -64,7 +64,7 @@ impl Provider for Echo {
         let objects = std::iter::once("echo".to_string()).chain(parts.map(|p| format!("echo-{p}"))).map(config_map);
         Ok(Plan {
             objects: objects.collect(),
-            secret_copies: vec![],
+            copies: vec![],
             status: ServiceStatus {
                 phase: "Ready".into(),
                 conditions: vec![Condition {
@@ -89,11 +89,10 @@ impl Provider for Echo {
                 namespace: Some("default".into()),
                 name: "echo".into(),
             }],
-            secret_copies: vec![],
+            copies: vec![],
             resources: None,
         }))
     }
 }
 
-#[cfg(target_arch = "wasm32")]
-service_provider_sdk::export_provider!(crate::Echo, "../../../wit");
+service_provider_sdk::export_provider!(crate::Echo);
