@@ -74,6 +74,8 @@ pub fn matches(observation: &Observation, context: &Context, object: &Value) -> 
     match (scope_namespace(&observation.scope, context), meta("namespace")) {
         (Some(want), Some(have)) => want == have,
         (Some(_), None) => true,
+        // Every namespace of a namespaced kind.
+        (None, _) if observation.api.namespaced => true,
         (None, have) => have.is_none(),
     }
 }
@@ -198,9 +200,12 @@ mod tests {
         let mut other_kind = thing("one", None);
         other_kind["kind"] = json!("Other");
         assert!(!matches(&o, &c, &other_kind));
-        let cluster_scoped = observation(NamespaceScope::ClusterScoped, None);
+        let mut cluster_scoped = observation(NamespaceScope::ClusterScoped, None);
+        cluster_scoped.api.namespaced = false;
         assert!(matches(&cluster_scoped, &c, &thing("any", None)));
         assert!(!matches(&cluster_scoped, &c, &thing("any", Some("ns"))));
+        let every_namespace = observation(NamespaceScope::ClusterScoped, None);
+        assert!(matches(&every_namespace, &c, &thing("any", Some("ns"))), "a namespaced kind in every namespace");
     }
 
     #[test]

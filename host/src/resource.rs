@@ -43,9 +43,11 @@ pub fn dynamic_api(client: &Client, resource: &ApiResource, namespace: Option<&s
 }
 
 /// Whether a list or get failed because the kind itself is not served (its
-/// CRD is not installed): for the host that means "no such objects".
+/// CRD is not installed): for the host that means "no such objects". The API
+/// server answers such a path with a plain-text 404, which kube cannot read
+/// as a Status, so the code is what counts.
 pub fn kind_absent(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(s) if s.is_not_found())
+    matches!(error, kube::Error::Api(s) if s.is_not_found() || s.code == 404)
 }
 
 #[cfg(test)]

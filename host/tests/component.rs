@@ -1,15 +1,19 @@
-//! The Kro plugin as a real WebAssembly component: every shared case
-//! (`guest_kro::cases`) must give exactly the answer the native library
-//! gives, and the sandbox must contain a misbehaving plugin.
+//! The plugins as real WebAssembly components: every shared case of each
+//! plugin (`guest_kro::cases`, `guest_flux::cases`) must give exactly the
+//! answer its native library gives; the sandbox must contain a misbehaving
+//! plugin; plugins of older contract versions keep working and unknown
+//! versions are refused.
 //!
 //! Needs the components built first (`task build-plugins`, which `task test`
-//! and `.ci/run` do); the paths can be overridden with `KRO_PLUGIN_WASM` and
-//! `MISBEHAVING_PLUGIN_WASM`.
+//! and `.ci/run` do); the paths can be overridden with `KRO_PLUGIN_WASM`,
+//! `FLUX_PLUGIN_WASM`, `MISBEHAVING_PLUGIN_WASM`, ...
 
 use std::time::{Duration, Instant};
 
+use guest_flux::FluxProvider;
 use guest_kro::KroProvider;
 use guest_kro::cases::{self, Call};
+use host_test_support::parity::{assert_parity, normalized};
 use host_test_support::plugins::{self, MISBEHAVING};
 use service_provider_host::sandbox::{Limits, Plugin};
 use service_provider_sdk::contract::{Input, PlanError, Provider};
@@ -28,44 +32,12 @@ fn the_component_describes_itself_like_the_library() {
     assert_eq!(kro().descriptor(), &KroProvider::describe());
 }
 
-/// A plan or cleanup result as JSON, with each object manifest parsed: the
-/// contract promises JSON documents, not a byte-exact key order.
-fn normalized<T: serde::Serialize, E: serde::Serialize>(result: &Result<T, E>) -> serde_json::Value {
-    let mut value = match result {
-        Ok(v) => serde_json::json!({ "ok": v }),
-        Err(e) => serde_json::json!({ "err": e }),
-    };
-    let objects = match value.pointer("/ok/objects") {
-        Some(_) => "/ok/objects",
-        None => "/ok",
-    };
-    if let Some(objects) = value.pointer_mut(objects).and_then(|o| o.as_array_mut()) {
-        for object in objects {
-            let text = object["manifest"].as_str().expect("manifest is text").to_string();
-            object["manifest"] = serde_json::from_str(&text).expect("manifest is JSON");
-        }
-    }
-    value
-}
-
+/// Every shared case gives the same answer through the component as
+/// natively: for each plugin, the same generic harness on its own cases.
 #[tokio::test]
 async fn every_shared_case_gives_identical_answers_through_the_component() {
-    let all = cases::all();
-    assert!(!all.is_empty());
-    for case in all {
-        match case.call {
-            Call::Plan => {
-                let native = KroProvider::plan(&case.input);
-                let component = kro().plan(&case.input).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));
-                assert_eq!(normalized(&component), normalized(&native), "case {:?}", case.name);
-            }
-            Call::Cleanup => {
-                let native = KroProvider::cleanup(&case.input);
-                let component = kro().cleanup(&case.input).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));
-                assert_eq!(component, native, "case {:?}", case.name);
-            }
-        }
-    }
+    assert_parity::<KroProvider>(&kro(), cases::all()).await;
+    assert_parity::<FluxProvider>(&plugins::flux_plugin(), guest_flux::cases::all()).await;
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! `service-provider-host render` end to end: the binary, the Kro component
-//! and the seed's examples under `examples/`.
+//! `service-provider-host render` end to end: the binary, the plugin
+//! components and the seeds' examples under `examples/` (Kro at the top,
+//! Flux in `examples/flux/`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,20 +9,20 @@ use serde_json::Value;
 
 use host_test_support::plugins::{self, root};
 
-fn plugin() -> PathBuf {
-    plugins::plugin_path(plugins::KRO)
-}
-
 /// A per-test-binary cache, so only the first render compiles the component.
 fn cache() -> PathBuf {
     std::env::temp_dir().join(format!("sp-host-render-test-{}", std::process::id()))
 }
 
 fn render(args: &[&str]) -> (bool, String, String) {
+    render_with(plugins::KRO, args)
+}
+
+fn render_with(component: plugins::Component, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
         .arg("render")
         .arg("--plugin")
-        .arg(plugin())
+        .arg(plugins::plugin_path(component))
         .arg("--plugin-cache-dir")
         .arg(cache())
         .args(args)
@@ -32,9 +33,13 @@ fn render(args: &[&str]) -> (bool, String, String) {
 }
 
 fn render_json(args: &[&str]) -> Value {
+    render_json_with(plugins::KRO, args)
+}
+
+fn render_json_with(component: plugins::Component, args: &[&str]) -> Value {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
-    let (ok, stdout, stderr) = render(&all);
+    let (ok, stdout, stderr) = render_with(component, &all);
     assert!(ok, "render failed: {stderr}");
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}"))
 }
@@ -242,4 +247,70 @@ fn a_refused_plan_renders_the_rule() {
     assert_eq!(doc["status"]["conditions"][0]["reason"], "CapabilityDenied");
     let not_granted = doc["notGranted"].as_array().expect("the refused observations are listed");
     assert!(not_granted.iter().any(|r| r.as_str().unwrap().contains("oci-repository")), "{doc:#}");
+}
+
+/// One plugin's examples, for the checks every plugin gets.
+struct Examples {
+    plugin: plugins::Component,
+    object: &'static str,
+    unknown_version: &'static str,
+    provider_config: &'static str,
+    ready: &'static str,
+    blocking: &'static str,
+    blocked: &'static str,
+}
+
+const EXAMPLES: [Examples; 2] = [
+    Examples {
+        plugin: plugins::KRO,
+        object: "examples/kro.yaml",
+        unknown_version: "examples/kro-unknown-version.yaml",
+        provider_config: "examples/providerconfig.yaml",
+        ready: "examples/observed/ready",
+        blocking: "examples/observed/rgds",
+        blocked: "ResourceGraphDefinition",
+    },
+    Examples {
+        plugin: plugins::FLUX,
+        object: "examples/flux/flux.yaml",
+        unknown_version: "examples/flux/flux-unknown-version.yaml",
+        provider_config: "examples/flux/providerconfig.yaml",
+        ready: "examples/flux/observed/ready",
+        blocking: "examples/flux/observed/blocking",
+        blocked: "1 GitRepository, 1 Kustomization",
+    },
+];
+
+/// Every plugin's seed example plans under the built-in grant, gets Ready
+/// when its Flux objects are, lists the offer for an unknown version, and
+/// blocks then tears down on deletion.
+#[test]
+fn every_plugin_renders_its_examples() {
+    for ex in EXAMPLES {
+        let name = ex.plugin.file;
+        let base = ["--object", ex.object, "--provider-config", ex.provider_config];
+        let planned = render_json_with(ex.plugin, &base);
+        assert_eq!(planned["result"], "planned", "{name}: {planned:#}");
+        assert!(planned.get("notGranted").is_none(), "{name}: the built-in grant covers it: {planned:#}");
+        let first = &planned["steps"][0];
+        assert!(
+            first.pointer("/apply/object/kind") == Some(&Value::from("Namespace")) || first.get("copy").is_some(),
+            "{name}"
+        );
+
+        let ready = render_json_with(ex.plugin, &[&base[..], &["--observed", ex.ready]].concat());
+        assert_eq!(ready["status"]["phase"], "Ready", "{name}: {ready:#}");
+
+        let unknown =
+            render_json_with(ex.plugin, &["--object", ex.unknown_version, "--provider-config", ex.provider_config]);
+        assert_eq!(unknown["result"], "invalid-input", "{name}");
+        assert!(unknown["message"].as_str().unwrap().contains("available versions are"), "{name}: {unknown:#}");
+
+        let blocked = render_json_with(ex.plugin, &[&base[..], &["--observed", ex.blocking, "--deleting"]].concat());
+        assert_eq!(blocked["result"], "blocked", "{name}: {blocked:#}");
+        assert!(blocked["message"].as_str().unwrap().contains(ex.blocked), "{name}: {blocked:#}");
+        let teardown = render_json_with(ex.plugin, &[&base[..], &["--deleting"]].concat());
+        assert_eq!(teardown["result"], "teardown", "{name}");
+        assert_eq!(teardown["delete"][0]["kind"], "HelmRelease", "{name}: the release goes first");
+    }
 }

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::Error;
 use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plan::Manifest;
-use crate::resource::{api_resource, dynamic_api};
+use crate::resource::{api_resource, dynamic_api, kind_absent};
 
 pub use copy::{CopyJob, Sources};
 pub use prune::{Scope, prune};
@@ -142,7 +142,7 @@ pub async fn delete(client: &Client, target: &ObjectRef, owner: &Owner) -> Resul
     let live = match api.get_opt(&target.name).await {
         Ok(live) => live,
         // The kind itself is not served (CRD gone): nothing left to delete.
-        Err(kube::Error::Api(s)) if s.is_not_found() => None,
+        Err(e) if kind_absent(&e) => None,
         Err(e) => return Err(Error::kube(format!("reading {}", what()), e)),
     };
     let Some(live) = live else { return Ok(true) };

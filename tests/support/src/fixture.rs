@@ -32,12 +32,34 @@ use crate::unique;
 pub const WAIT: Duration = Duration::from_secs(60);
 pub const GROUP: &str = "kro.services.open-control-plane.io";
 
+/// The service kind a fixture's instances are of.
+#[derive(Debug, Clone, Copy)]
+pub struct Service {
+    pub group: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+}
+
+impl Service {
+    pub const KRO: Service = Service { group: GROUP, kind: "Kro", plural: "kroes" };
+    pub const FLUX: Service = Service { group: "flux.services.open-control-plane.io", kind: "Flux", plural: "fluxes" };
+
+    pub fn resource(&self) -> ApiResource {
+        service_provider_host::resource::api_resource(&format!("{}/v1alpha1", self.group), self.kind, self.plural)
+    }
+
+    pub fn provider_config(&self) -> ApiResource {
+        let api_version = format!("{}/v1alpha1", self.group);
+        service_provider_host::resource::api_resource(&api_version, "ProviderConfig", "providerconfigs")
+    }
+}
+
 pub fn kro_resource() -> ApiResource {
-    service_provider_host::resource::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes")
+    Service::KRO.resource()
 }
 
 pub fn provider_config_resource() -> ApiResource {
-    service_provider_host::resource::api_resource(&format!("{GROUP}/v1alpha1"), "ProviderConfig", "providerconfigs")
+    Service::KRO.provider_config()
 }
 
 pub fn flux_resource(kind: &str) -> ApiResource {
@@ -71,6 +93,8 @@ pub fn version(version: &str, chart: &str) -> Value {
 
 pub struct Fixture {
     pub env: &'static TestEnv,
+    /// The service kind of this test's instances (Kro unless said otherwise).
+    pub service: Service,
     pub cp: Cluster,
     /// This test's workload cluster, if it asked for one.
     pub workload: Option<Cluster>,
@@ -101,6 +125,11 @@ pub struct Options {
 
 impl Fixture {
     pub async fn new(options: Options) -> Fixture {
+        Fixture::with_service(options, Service::KRO).await
+    }
+
+    /// A fixture whose instances are of another service kind.
+    pub async fn with_service(options: Options, service: Service) -> Fixture {
         let env = envtest::shared().await.expect("test environment");
         let (cp, rgd_crds) = tokio::join!(
             Cluster::start(ClusterOptions::new("cp")),
@@ -146,6 +175,7 @@ impl Fixture {
         );
         Fixture {
             env,
+            service,
             cp,
             workload,
             ns,
@@ -223,12 +253,17 @@ impl Fixture {
         names::tenant_namespace(instance, &self.ns).unwrap()
     }
 
+    /// The service objects in this test's onboarding namespace.
+    pub fn instances(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.onboarding.clone(), &self.ns, &self.service.resource())
+    }
+
     pub fn kroes(&self) -> Api<DynamicObject> {
-        Api::namespaced_with(self.onboarding.clone(), &self.ns, &kro_resource())
+        self.instances()
     }
 
     pub fn provider_configs(&self) -> Api<DynamicObject> {
-        Api::all_with(self.platform.clone(), &provider_config_resource())
+        Api::all_with(self.platform.clone(), &self.service.provider_config())
     }
 
     pub fn flux_objects(&self, kind: &str, instance: &str) -> Api<DynamicObject> {
@@ -246,7 +281,7 @@ impl Fixture {
 
     pub async fn provider_config_with(&self, spec: Value, annotations: Option<Value>) {
         let mut pc = json!({
-            "apiVersion": format!("{GROUP}/v1alpha1"),
+            "apiVersion": format!("{}/v1alpha1", self.service.group),
             "kind": "ProviderConfig",
             "metadata": {"name": self.provider},
             "spec": spec,
@@ -260,10 +295,34 @@ impl Fixture {
             .expect("ProviderConfig applied");
     }
 
+    /// Creates a service object of the fixture's kind with `spec.version`.
+    pub async fn create_instance(&self, name: &str, version: &str) {
+        self.create_kro(name, version).await
+    }
+
+    /// The service object `name`, if it exists.
+    pub async fn instance(&self, name: &str) -> Option<Value> {
+        self.kro(name).await
+    }
+
+    /// Waits until the service object satisfies `check`; returns it.
+    pub async fn wait_instance(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        self.wait_kro(name, what, check).await
+    }
+
+    pub async fn patch_instance(&self, name: &str, patch: Value) {
+        self.patch_kro(name, patch).await
+    }
+
+    pub async fn delete_instance(&self, name: &str) {
+        self.delete_kro(name).await
+    }
+
+    /// Creates a service object of the fixture's kind (a `Kro` by default).
     pub async fn create_kro(&self, name: &str, version: &str) {
         let kro: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": format!("{GROUP}/v1alpha1"),
-            "kind": "Kro",
+            "apiVersion": format!("{}/v1alpha1", self.service.group),
+            "kind": self.service.kind,
             "metadata": {"name": name, "namespace": self.ns},
             "spec": {"version": version},
         }))

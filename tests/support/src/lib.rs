@@ -2,11 +2,13 @@
 //! each is written once:
 //!
 //! - [`plugins`]: where the plugin components are, compiled once per process;
+//! - [`parity`]: the native-vs-component comparison for any plugin;
 //! - [`unique`]: names that never collide within a run;
 //! - [`fixture`]: the host's controller on real API servers (`envtest`),
 //!   with the openmcp and Flux simulators.
 
 pub mod fixture;
+pub mod parity;
 pub mod plugins;
 
 use std::sync::atomic::{AtomicU32, Ordering};

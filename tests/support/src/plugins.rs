@@ -26,6 +26,7 @@ impl Component {
 }
 
 pub const KRO: Component = Component::built("KRO_PLUGIN_WASM", "guest_kro.wasm");
+pub const FLUX: Component = Component::built("FLUX_PLUGIN_WASM", "guest_flux.wasm");
 pub const MISBEHAVING: Component = Component::built("MISBEHAVING_PLUGIN_WASM", "misbehaving_plugin.wasm");
 pub const WORKLOAD_ECHO: Component = Component::built("WORKLOAD_ECHO_PLUGIN_WASM", "workload_echo_plugin.wasm");
 pub const HOSTILE: Component = Component::built("HOSTILE_PLUGIN_WASM", "hostile_plugin.wasm");
@@ -93,6 +94,12 @@ pub fn load(component: Component, limits: Limits) -> Plugin {
 pub fn plugin() -> Plugin {
     static PLUGIN: OnceLock<Plugin> = OnceLock::new();
     PLUGIN.get_or_init(|| load(KRO, Limits::default())).clone()
+}
+
+/// The Flux component with default limits, loaded once per process.
+pub fn flux_plugin() -> Plugin {
+    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
+    PLUGIN.get_or_init(|| load(FLUX, Limits::default())).clone()
 }
 
 /// A test plugin that asks for a workload cluster (`tests/plugins/workload-echo`).
