@@ -56,9 +56,9 @@ pub async fn install_crds(
         let client = match declared.cluster {
             Cluster::Platform => platform,
             Cluster::Onboarding => onboarding,
-            other => {
-                return Err(Error::Config(format!("CRDs for the {other} cluster cannot be installed by init")));
-            }
+            // There is one per tenant: `run` installs these on each
+            // instance's cluster before its first plan (crate::apply::crds).
+            Cluster::ControlPlane | Cluster::Workload => continue,
         };
         let crd = parse_crd(&declared.manifest, declared.cluster)?;
         let name = crd.metadata.name.clone().unwrap_or_default();

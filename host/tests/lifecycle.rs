@@ -589,6 +589,13 @@ async fn a_plugin_that_asks_for_a_workload_cluster_gets_one() {
         Api::namespaced(f.workload.as_ref().unwrap().client().await.unwrap(), "default");
     let echo = on_workload.get("echo").await.expect("ConfigMap on the workload cluster");
     assert_eq!(echo.data.unwrap()["version"], "v7");
+    // The plugin's CRD for the workload cluster was installed there by `run`.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(f.workload.as_ref().unwrap().client().await.unwrap());
+    assert!(
+        crds.get_opt("echoes.kro.services.open-control-plane.io").await.unwrap().is_some(),
+        "CRD on the workload cluster"
+    );
 
     f.delete_kro("mcp-01").await;
     f.wait_gone("mcp-01").await;

@@ -13,6 +13,7 @@
 //! changed plan, makes the check fail and the object is applied again.
 
 pub mod copy;
+pub mod crds;
 pub mod prune;
 
 use kube::Client;

@@ -113,6 +113,16 @@ async fn write(
     let sources =
         Sources { granted: ctx.granted(), provider_config: Some(provider_config), reserved: &ctx.reserved_secrets };
     let mut writes = 0;
+    // The plugin's CRDs for the instance's own clusters, once per process.
+    if !ctx.instances.crds_installed(&key_of_instance(instance)) {
+        for (cluster, client) in reach.targets().filter(|(c, _)| matches!(c, Cluster::ControlPlane | Cluster::Workload))
+        {
+            let change =
+                apply::crds::ensure(client, cluster, ctx.descriptor(), &ctx.granted().own, &ctx.field_manager).await?;
+            writes += usize::from(change == Change::Written);
+        }
+        ctx.instances.set_crds_installed(&key_of_instance(instance));
+    }
     for step in plan.steps() {
         let change = match step {
             Step::Apply(m) => {
@@ -134,6 +144,10 @@ async fn write(
         writes += usize::from(change == Change::Written);
     }
     Ok(writes)
+}
+
+fn key_of_instance(instance: &Instance) -> (String, String) {
+    (instance.namespace.clone(), instance.name.clone())
 }
 
 /// Deletes what the instance owns but the plan no longer asks for, when

@@ -96,6 +96,8 @@ pub struct InstanceState {
     failures: Mutex<HashMap<InstanceKey, u32>>,
     /// The inventory each instance was last pruned against.
     inventories: Mutex<HashMap<InstanceKey, Inventory>>,
+    /// Instances whose clusters have the plugin's CRDs (since this start).
+    crds: Mutex<BTreeSet<InstanceKey>>,
 }
 
 impl InstanceState {
@@ -133,11 +135,20 @@ impl InstanceState {
         self.inventories.lock().expect("not poisoned").insert(key.clone(), inventory);
     }
 
+    pub fn crds_installed(&self, key: &InstanceKey) -> bool {
+        self.crds.lock().expect("not poisoned").contains(key)
+    }
+
+    pub fn set_crds_installed(&self, key: &InstanceKey) {
+        self.crds.lock().expect("not poisoned").insert(key.clone());
+    }
+
     /// Forgets an instance (it is gone).
     pub fn forget(&self, key: &InstanceKey) {
         self.source_users.lock().expect("not poisoned").remove(key);
         self.failures.lock().expect("not poisoned").remove(key);
         self.inventories.lock().expect("not poisoned").remove(key);
+        self.crds.lock().expect("not poisoned").remove(key);
     }
 }
 

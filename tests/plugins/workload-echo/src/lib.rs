@@ -2,15 +2,20 @@
 //! serves the Kro API (so the project's CRDs can be reused) but asks for a
 //! workload cluster and echoes `spec.version` into the ConfigMap
 //! `default/echo` there. A version `v7+a+b` echoes `v7` and also plans the
-//! ConfigMaps `echo-a` and `echo-b`, so a test can make the plan shrink.
+//! ConfigMaps `echo-a` and `echo-b`, so a test can make the plan shrink. It
+//! also brings a CRD for the workload cluster, which the host installs there
+//! (there is one workload cluster per instance, so `init` cannot).
 
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{
-    Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Descriptor, DesiredObject, Input,
-    InvalidInput, NamespaceScope, ObjectRef, Plan, PlanError, PolicyRule, Provider, ServiceStatus, Teardown,
+    Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Crd, Descriptor, DesiredObject,
+    Input, InvalidInput, NamespaceScope, ObjectRef, Plan, PlanError, PolicyRule, Provider, ServiceStatus, Teardown,
 };
 
 pub struct Echo;
+
+/// A CRD of the plugin's own group, for the workload cluster.
+pub const ECHO_CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: echoes.kro.services.open-control-plane.io\n  labels:\n    openmcp.cloud/cluster: workload\nspec:\n  group: kro.services.open-control-plane.io\n  names: {kind: Echo, plural: echoes, singular: echo, listKind: EchoList}\n  scope: Namespaced\n  versions:\n  - name: v1alpha1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
 
 fn configmaps(verbs: &[&str]) -> PolicyRule {
     PolicyRule::new(&[""], &["configmaps"], verbs)
@@ -31,6 +36,7 @@ impl Provider for Echo {
                 scope: NamespaceScope::Named("default".into()),
                 names: vec![],
             }],
+            crds: vec![Crd { cluster: Cluster::Workload, manifest: ECHO_CRD.into() }],
             ..Descriptor::new(
                 "echo",
                 ApiKind::new(group, "v1alpha1", "Kro", "kroes", true),
