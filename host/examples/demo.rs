@@ -1,9 +1,11 @@
 //! The whole service-provider lifecycle on local API servers, in one command
-//! (`task demo`): three real kube-apiserver/etcd clusters (platform,
-//! onboarding, ControlPlane), the openmcp and Flux simulators from
-//! `tests/envtest`, then the host's `init`, its controller with the Kro
-//! component, the seed's ProviderConfig and `Kro` from `examples/`, and the
-//! deletion. Prints what happens on each cluster.
+//! (`task demo`, or `task demo-flux`): three real kube-apiserver/etcd
+//! clusters (platform, onboarding, ControlPlane), the openmcp and Flux
+//! simulators from `tests/envtest`, then the host's `init`, its controller
+//! with the plugin component (Kro by default, `flux` as the first argument),
+//! the seed's ProviderConfig and service object from `examples/`, and the
+//! deletion. Prints what happens on each cluster. The host code is the same
+//! for both: only the plugin and the example files change.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -22,7 +24,49 @@ use service_provider_host::{clusters, init, render, resource, watch};
 use service_provider_sdk::contract::Cluster;
 
 const POD_NAMESPACE: &str = "openmcp-system";
-const PROVIDER: &str = "kro";
+
+/// One provider's demo: its plugin, service kind, examples and sources.
+struct Demo {
+    provider: &'static str,
+    plugin: host_test_support::plugins::Component,
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    object: &'static str,
+    provider_config: &'static str,
+    /// Docker-config Secrets the ProviderConfig names.
+    secrets: &'static [&'static str],
+    /// ConfigMaps the ProviderConfig names: `(name, key)`.
+    config_maps: &'static [(&'static str, &'static str)],
+    /// Where the copies land on the ControlPlane.
+    control_plane_namespace: &'static str,
+}
+
+const KRO: Demo = Demo {
+    provider: "kro",
+    plugin: host_test_support::plugins::KRO,
+    group: "kro.services.open-control-plane.io",
+    kind: "Kro",
+    plural: "kroes",
+    object: "examples/kro.yaml",
+    provider_config: "examples/providerconfig.yaml",
+    secrets: &["my-registry-secret"],
+    config_maps: &[],
+    control_plane_namespace: "kro-system",
+};
+
+const FLUX: Demo = Demo {
+    provider: "flux",
+    plugin: host_test_support::plugins::FLUX,
+    group: "flux.services.open-control-plane.io",
+    kind: "Flux",
+    plural: "fluxes",
+    object: "examples/flux/flux.yaml",
+    provider_config: "examples/flux/providerconfig.yaml",
+    secrets: &["chart-registry-credentials", "image-registry-credentials"],
+    config_maps: &[("custom-ca-bundle", "ca-bundle.crt")],
+    control_plane_namespace: "flux-system",
+};
 
 fn root() -> PathBuf {
     host_test_support::plugins::root()
@@ -69,6 +113,12 @@ async fn show(client: &Client, kind: &str, api_version: &str, plural: &str, name
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let demo = match std::env::args().nth(1).as_deref() {
+        None | Some("kro") => KRO,
+        Some("flux") => FLUX,
+        Some(other) => bail!("unknown demo {other:?}: kro or flux"),
+    };
+    let provider = demo.provider;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn,kube_client=off".into()),
@@ -91,11 +141,11 @@ async fn main() -> anyhow::Result<()> {
     let providers: Api<DynamicObject> = Api::all_with(platform.clone(), &init::service_provider_resource());
     let sp: DynamicObject =
         serde_json::from_value(json!({"apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
-        "metadata": {"name": PROVIDER}, "spec": {"image": "service-provider-host:demo"}}))?;
+        "metadata": {"name": provider}, "spec": {"image": "service-provider-host:demo"}}))?;
     providers.create(&PostParams::default(), &sp).await?;
     providers
         .patch_status(
-            PROVIDER,
+            provider,
             &PatchParams::default(),
             &Patch::Merge(&json!({"status": {"observedGeneration": 1, "phase": "Progressing"}})),
         )
@@ -113,8 +163,8 @@ async fn main() -> anyhow::Result<()> {
     println!("    tenant namespace of default/mcp-01: {tenant}");
     let flux = FluxSimulator::start(&env.platform, FluxOptions { auto_ready: true, ..Default::default() });
 
-    step("loading the Kro plugin component");
-    let wasm = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO);
+    step(&format!("loading the {} plugin component", demo.kind));
+    let wasm = host_test_support::plugins::plugin_path(demo.plugin);
     let plugin = Sandbox::new()?.load_file(&wasm, None, Limits::default()).await?;
     let compile_time = plugin.compile_time();
     // The built-in grant, as `run` uses it without --plugin-grant.
@@ -123,9 +173,9 @@ async fn main() -> anyhow::Result<()> {
 
     let metrics = Metrics::new();
     let settings = Settings {
-        provider_name: PROVIDER.into(),
+        provider_name: provider.into(),
         pod_namespace: POD_NAMESPACE.into(),
-        pod_name: Some("sp-kro-demo".into()),
+        pod_name: Some(format!("sp-{provider}-demo")),
         environment: "demo".into(),
         onboarding_kubeconfig: None,
         onboarding_timeout: Duration::from_secs(60),
@@ -136,10 +186,10 @@ async fn main() -> anyhow::Result<()> {
 
     step("service-provider-host init: CRDs by label, service kind registered (onboarding access via openmcp)");
     operator::init(&planner, &settings, counted_platform.clone(), &metrics).await?;
-    let sp = providers.get(PROVIDER).await?;
-    println!("    ServiceProvider {PROVIDER} status.resources = {}", sp.data["status"]["resources"]);
+    let sp = providers.get(provider).await?;
+    println!("    ServiceProvider {provider} status.resources = {}", sp.data["status"]["resources"]);
 
-    step("service-provider-host run (controller), ProviderConfig and pull secret from examples/");
+    step("service-provider-host run (controller), ProviderConfig and its sources from examples/");
     let counted_onboarding =
         operator::onboarding_client(&counted_platform, &settings, planner.descriptor(), false, &metrics).await?;
     let ctx = std::sync::Arc::new(operator::context(
@@ -153,39 +203,44 @@ async fn main() -> anyhow::Result<()> {
     let controller = tokio::spawn(watch::run(ctx, async move {
         let _ = stopped.await;
     }));
-    let secret = Secret {
-        metadata: ObjectMeta { name: Some("my-registry-secret".into()), ..Default::default() },
-        type_: Some("kubernetes.io/dockerconfigjson".into()),
-        data: Some([(".dockerconfigjson".to_string(), ByteString(br#"{"auths":{}}"#.to_vec()))].into()),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(platform.clone(), POD_NAMESPACE).create(&PostParams::default(), &secret).await?;
-    let pc = apply_yaml("examples/providerconfig.yaml")?;
-    let pcs: Api<DynamicObject> = Api::all_with(
-        platform.clone(),
-        &resource::api_resource(
-            &format!("{}/v1alpha1", "kro.services.open-control-plane.io"),
-            "ProviderConfig",
-            "providerconfigs",
-        ),
-    );
+    for name in demo.secrets {
+        let secret = Secret {
+            metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
+            type_: Some("kubernetes.io/dockerconfigjson".into()),
+            data: Some([(".dockerconfigjson".to_string(), ByteString(br#"{"auths":{}}"#.to_vec()))].into()),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(platform.clone(), POD_NAMESPACE).create(&PostParams::default(), &secret).await?;
+    }
+    for (name, key) in demo.config_maps {
+        let config_map = ConfigMap {
+            metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
+            data: Some([(key.to_string(), "-----BEGIN CERTIFICATE-----\n(demo)\n".to_string())].into()),
+            ..Default::default()
+        };
+        Api::<ConfigMap>::namespaced(platform.clone(), POD_NAMESPACE)
+            .create(&PostParams::default(), &config_map)
+            .await?;
+    }
+    let pc = apply_yaml(demo.provider_config)?;
+    let api_version = format!("{}/v1alpha1", demo.group);
+    let pcs: Api<DynamicObject> =
+        Api::all_with(platform.clone(), &resource::api_resource(&api_version, "ProviderConfig", "providerconfigs"));
     pcs.create(&PostParams::default(), &pc).await?;
 
-    step("a tenant orders kro: examples/kro.yaml (Kro mcp-01, v0.9.3)");
-    let mut kro = apply_yaml("examples/kro.yaml")?;
+    let kind = demo.kind;
+    step(&format!("a tenant orders {kind}: {} ({kind} mcp-01)", demo.object));
+    let mut kro = apply_yaml(demo.object)?;
     kro.metadata.generation = None;
-    let kroes: Api<DynamicObject> = Api::namespaced_with(
-        onboarding.clone(),
-        "default",
-        &resource::api_resource("kro.services.open-control-plane.io/v1alpha1", "Kro", "kroes"),
-    );
+    let kroes: Api<DynamicObject> =
+        Api::namespaced_with(onboarding.clone(), "default", &resource::api_resource(&api_version, kind, demo.plural));
     kroes.create(&PostParams::default(), &kro).await?;
     let started = Instant::now();
-    let ready = wait_for("Kro mcp-01 Ready", || async {
+    let ready = wait_for(&format!("{kind} mcp-01 Ready"), || async {
         Ok(kroes.get_opt("mcp-01").await?.filter(|k| k.data["status"]["phase"] == "Ready"))
     })
     .await?;
-    println!("    Kro mcp-01 is Ready after {:?}; its status:", started.elapsed());
+    println!("    {kind} mcp-01 is Ready after {:?}; its status:", started.elapsed());
     let status: Value = ready.data["status"].clone();
     println!("{}", indent(&serde_saphyr::to_string(&status)?));
     println!("    platform cluster, {tenant}:");
@@ -194,9 +249,14 @@ async fn main() -> anyhow::Result<()> {
     for s in Api::<Secret>::namespaced(platform.clone(), &tenant).list(&ListParams::default()).await?.items {
         println!("    Secret         {tenant}/{}", s.name_any());
     }
-    println!("    ControlPlane cluster, kro-system:");
-    for s in Api::<Secret>::namespaced(control_plane.clone(), "kro-system").list(&ListParams::default()).await?.items {
-        println!("    Secret         kro-system/{}", s.name_any());
+    let cp_namespace = demo.control_plane_namespace;
+    println!("    ControlPlane cluster, {cp_namespace}:");
+    for s in Api::<Secret>::namespaced(control_plane.clone(), cp_namespace).list(&ListParams::default()).await?.items {
+        println!("    Secret         {cp_namespace}/{}", s.name_any());
+    }
+    let copies = Api::<ConfigMap>::namespaced(control_plane.clone(), cp_namespace);
+    for c in copies.list(&ListParams::default().labels(service_provider_host::owner::LABEL_COPY_OF)).await?.items {
+        println!("    ConfigMap      {cp_namespace}/{}", c.name_any());
     }
     println!(
         "    API writes so far: platform {}, onboarding {}, ControlPlane {}",
@@ -205,10 +265,11 @@ async fn main() -> anyhow::Result<()> {
         metrics.writes("control-plane")
     );
 
-    step("the tenant deletes Kro mcp-01");
+    step(&format!("the tenant deletes {kind} mcp-01"));
     kroes.delete("mcp-01", &Default::default()).await?;
     let started = Instant::now();
-    wait_for("Kro mcp-01 gone", || async { Ok(kroes.get_opt("mcp-01").await?.is_none().then_some(())) }).await?;
+    wait_for(&format!("{kind} mcp-01 gone"), || async { Ok(kroes.get_opt("mcp-01").await?.is_none().then_some(())) })
+        .await?;
     println!("    gone after {:?}; left in {tenant}:", started.elapsed());
     show(&platform, "OCIRepository", "source.toolkit.fluxcd.io/v1", "ocirepositories", &tenant).await?;
     show(&platform, "HelmRelease", "helm.toolkit.fluxcd.io/v2", "helmreleases", &tenant).await?;
