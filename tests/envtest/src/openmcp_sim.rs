@@ -189,6 +189,10 @@ pub struct SimulatorOptions {
     /// The cluster granted to ClusterRequests with purpose `workload`
     /// (pending when unset).
     pub workload: Option<TargetCluster>,
+    /// List requests across all namespaces once per round instead of once
+    /// per namespace: with hundreds of tenants, per-namespace listing would
+    /// make the simulator, not the provider, what a benchmark measures.
+    pub cluster_wide: bool,
 }
 
 impl Default for SimulatorOptions {
@@ -198,6 +202,7 @@ impl Default for SimulatorOptions {
             provider_namespaces: Vec::new(),
             remove_clusteraccess_finalizer: true,
             workload: None,
+            cluster_wide: false,
         }
     }
 }
@@ -351,9 +356,41 @@ async fn ensure_namespace(client: &Client, name: &str, labels: BTreeMap<String, 
 
 async fn reconcile_round(client: &Client, shared: &Shared) -> Result<()> {
     let namespaces: Vec<String> = lock_unpoisoned(&shared.state).namespaces.iter().cloned().collect();
+    if shared.options.cluster_wide {
+        return reconcile_cluster_wide(client, shared, &namespaces).await;
+    }
     let mut first_error = None;
     for ns in namespaces {
         if let Err(e) = reconcile_namespace(client, shared, &ns).await {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// One round over every known namespace with one list per kind.
+async fn reconcile_cluster_wide(client: &Client, shared: &Shared, namespaces: &[String]) -> Result<()> {
+    let known = |o: &ObjectMeta| o.namespace.as_ref().is_some_and(|ns| namespaces.contains(ns));
+    let mut first_error = None;
+    let all: Api<ClusterRequest> = Api::all(client.clone());
+    for request in all.list(&ListParams::default()).await? {
+        if !known(&request.metadata) || request.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if let Some(target) = target_for_request(shared, &request) {
+            let api: Api<ClusterRequest> = Api::namespaced(client.clone(), &request.namespace().unwrap_or_default());
+            if let Err(e) = grant_cluster_request(&api, &request, &target.name).await {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let all: Api<AccessRequest> = Api::all(client.clone());
+    for ar in all.list(&ListParams::default()).await? {
+        if !known(&ar.metadata) {
+            continue;
+        }
+        let access: Api<AccessRequest> = Api::namespaced(client.clone(), &ar.namespace().unwrap_or_default());
+        if let Err(e) = reconcile_access_request(client, shared, &access, &ar).await {
             first_error.get_or_insert(e);
         }
     }

@@ -1,0 +1,338 @@
+//! `task bench-scale`: how the host behaves with many instances, measured
+//! from outside on the test harness, as a reproducible command.
+//!
+//! Three real API servers; N ControlPlanes registered in the openmcp
+//! simulator (listing cluster-wide, so the simulator is not what is
+//! measured), all backed by one ControlPlane API server; Flux simulated
+//! Ready; the seed's ProviderConfig with a chart pull secret and
+//! imagePullSecrets. The host runs as its own process (release build, the
+//! Kro component, a precompiled cache). N `Kro` objects are created at once;
+//! then: time to all Ready, the host's API requests per cluster and method
+//! (its own counters) while converging, over a steady-state window longer
+//! than the poll interval, and while deleting; the host's peak RSS and CPU
+//! seconds. Prints a table and appends it to `BENCHMARKS.md`.
+//!
+//! `cargo run --release -p service-provider-host --example bench_scale -- [N ...]`
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{DynamicObject, ListParams, ObjectMeta, PostParams};
+use kube::Api;
+use serde_json::json;
+use service_provider_host::resource;
+
+const POD_NAMESPACE: &str = "openmcp-system";
+const PROVIDER: &str = "kro";
+const GROUP: &str = "kro.services.open-control-plane.io";
+/// Longer than the poll interval (1m), so every instance is polled once.
+const STEADY_WINDOW: Duration = Duration::from_secs(75);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("address").port()
+}
+
+/// The host's request counters: `(cluster, method)` → count.
+fn requests(port: u16) -> anyhow::Result<BTreeMap<(String, String), u64>> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let mut counts = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("service_provider_host_kube_requests_total{")) {
+        let (labels, value) = line.rsplit_once(' ').context("metric line")?;
+        let field = |name: &str| {
+            labels.split(&format!("{name}=\"")).nth(1).and_then(|r| r.split('"').next()).unwrap_or_default().to_string()
+        };
+        counts.insert((field("cluster"), field("method")), value.trim().parse()?);
+    }
+    Ok(counts)
+}
+
+fn delta(
+    after: &BTreeMap<(String, String), u64>,
+    before: &BTreeMap<(String, String), u64>,
+) -> BTreeMap<(String, String), u64> {
+    after.iter().map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0))).filter(|(_, v)| *v > 0).collect()
+}
+
+fn sum(counts: &BTreeMap<(String, String), u64>, cluster: Option<&str>, reads: bool) -> u64 {
+    counts
+        .iter()
+        .filter(|((c, m), _)| cluster.is_none_or(|want| c == want) && (m == "GET") == reads)
+        .map(|(_, v)| v)
+        .sum()
+}
+
+fn describe(counts: &BTreeMap<(String, String), u64>) -> String {
+    counts.iter().map(|((c, m), v)| format!("{c} {m} {v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Peak RSS (KiB) and CPU seconds of a process.
+fn usage(pid: u32) -> anyhow::Result<(u64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let peak = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .context("VmHWM")?
+        .parse()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let fields: Vec<&str> = stat.rsplit_once(')').context("stat")?.1.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok((peak, ticks / per_second))
+}
+
+struct Host(Child);
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn count_ready(kroes: &Api<DynamicObject>) -> anyhow::Result<(usize, usize)> {
+    let list = kroes.list(&ListParams::default()).await?;
+    let ready = list.items.iter().filter(|k| k.data["status"]["phase"] == "Ready").count();
+    Ok((list.items.len(), ready))
+}
+
+struct Result {
+    instances: usize,
+    ready: Duration,
+    gone: Duration,
+    converge: BTreeMap<(String, String), u64>,
+    steady: BTreeMap<(String, String), u64>,
+    deletion: BTreeMap<(String, String), u64>,
+    peak_rss_kib: u64,
+    cpu_seconds: f64,
+}
+
+async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::Result<Result> {
+    let env = TestEnv::start().await.context("starting the clusters (run `task envtest-bins`)")?;
+    let platform = env.platform.client().await?;
+    let onboarding = env.onboarding.client().await?;
+    let ns = Namespace { metadata: ObjectMeta { name: Some(POD_NAMESPACE.into()), ..Default::default() }, ..Default::default() };
+    Api::<Namespace>::all(platform.clone()).create(&PostParams::default(), &ns).await?;
+    for name in ["registry", "pull"] {
+        let secret = Secret {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            type_: Some("kubernetes.io/dockerconfigjson".into()),
+            data: Some([(".dockerconfigjson".to_string(), ByteString(br#"{"auths":{}}"#.to_vec()))].into()),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(platform.clone(), POD_NAMESPACE).create(&PostParams::default(), &secret).await?;
+    }
+    let pcs: Api<DynamicObject> = Api::all_with(
+        platform.clone(),
+        &resource::api_resource(&format!("{GROUP}/v1alpha1"), "ProviderConfig", "providerconfigs"),
+    );
+    let pc: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "ProviderConfig", "metadata": {"name": PROVIDER},
+        "spec": {"pollInterval": "1m", "versions": [{
+            "version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry",
+            "helmValues": {"imagePullSecrets": [{"name": "pull"}]}
+        }]}
+    }))?;
+    pcs.create(&PostParams::default(), &pc).await?;
+
+    let openmcp = OpenMcpSimulator::start(
+        &env.platform,
+        &env.onboarding,
+        SimulatorOptions { cluster_wide: true, poll_interval: Duration::from_millis(500), ..Default::default() },
+    );
+    let registered = Instant::now();
+    for i in 0..n {
+        openmcp.register_control_plane(&format!("mcp-{i}"), "default", &env.control_plane).await?;
+    }
+    eprintln!("bench-scale: {n} ControlPlanes registered in {:?}", registered.elapsed());
+    let flux = FluxSimulator::start(
+        &env.platform,
+        FluxOptions { auto_ready: true, poll_interval: Duration::from_millis(500), ..Default::default() },
+    );
+
+    let metrics_port = free_port();
+    let cache = std::env::temp_dir().join(format!("sp-host-bench-scale-{}", std::process::id()));
+    let child = Command::new(host_binary)
+        .args(["run", "--provider-name", PROVIDER, "--environment", "bench", "--verbosity", "ERROR"])
+        .arg("--plugin")
+        .arg(plugin)
+        .arg("--plugin-cache-dir")
+        .arg(&cache)
+        .arg("--onboarding-kubeconfig")
+        .arg(env.onboarding.kubeconfig_path())
+        .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+        .arg("--health-probe-bind-address=0")
+        .env("KUBECONFIG", env.platform.kubeconfig_path())
+        .env("POD_NAMESPACE", POD_NAMESPACE)
+        .env("POD_NAME", "bench")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("starting the host")?;
+    let host = Host(child);
+    let pid = host.0.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        if let Ok(counts) = requests(metrics_port) {
+            break counts;
+        }
+        if Instant::now() > deadline {
+            bail!("the host's metrics endpoint never answered");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    let kroes: Api<DynamicObject> =
+        Api::namespaced_with(onboarding.clone(), "default", &resource::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes"));
+    let started = Instant::now();
+    let creators: Vec<_> = (0..n)
+        .map(|i| {
+            let kroes = kroes.clone();
+            tokio::spawn(async move {
+                let kro: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Kro",
+                    "metadata": {"name": format!("mcp-{i}"), "namespace": "default"}, "spec": {"version": "v0.9.3"}
+                }))
+                .expect("object");
+                kroes.create(&PostParams::default(), &kro).await.map(drop)
+            })
+        })
+        .collect();
+    for creator in creators {
+        creator.await??;
+    }
+    let ready = loop {
+        let (_, ready) = count_ready(&kroes).await?;
+        if ready == n {
+            break started.elapsed();
+        }
+        if started.elapsed() > Duration::from_secs(900) {
+            bail!("only {ready} of {n} Ready after 900 s");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let converged = requests(metrics_port)?;
+    eprintln!("bench-scale: {n} Ready in {ready:?}; steady-state window of {STEADY_WINDOW:?}");
+    tokio::time::sleep(STEADY_WINDOW).await;
+    let steady_end = requests(metrics_port)?;
+
+    let deleting = Instant::now();
+    for i in 0..n {
+        kroes.delete(&format!("mcp-{i}"), &Default::default()).await?;
+    }
+    let gone = loop {
+        let (left, _) = count_ready(&kroes).await?;
+        if left == 0 {
+            break deleting.elapsed();
+        }
+        if deleting.elapsed() > Duration::from_secs(900) {
+            bail!("{left} of {n} left after 900 s");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let after = requests(metrics_port)?;
+    let (peak_rss_kib, cpu_seconds) = usage(pid)?;
+    drop(host);
+    openmcp.stop().await;
+    flux.stop().await;
+    let _ = std::fs::remove_dir_all(&cache);
+    Ok(Result {
+        instances: n,
+        ready,
+        gone,
+        converge: delta(&converged, &before),
+        steady: delta(&steady_end, &converged),
+        deletion: delta(&after, &steady_end),
+        peak_rss_kib,
+        cpu_seconds,
+    })
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
+        .map_or("?".into(), |kib| format!("{} GiB", kib >> 20));
+    format!("{cores} cores ({cpu}), {memory}")
+}
+
+fn table(results: &[Result]) -> String {
+    let mut out = String::from("| N | create → all Ready | delete all → all gone | peak RSS | CPU s | reads to converge (per instance) | steady state per 75 s: writes / reads (per instance) | requests while converging |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for r in results {
+        let n = r.instances as f64;
+        let converge_reads = sum(&r.converge, None, true);
+        let steady_reads = sum(&r.steady, None, true);
+        out.push_str(&format!(
+            "| {} | {:.1} s | {:.1} s | {:.1} MiB | {:.1} | {} ({:.1}) | {} / {} ({:.2}) | {} |\n",
+            r.instances,
+            r.ready.as_secs_f64(),
+            r.gone.as_secs_f64(),
+            r.peak_rss_kib as f64 / 1024.0,
+            r.cpu_seconds,
+            converge_reads,
+            converge_reads as f64 / n,
+            sum(&r.steady, None, false),
+            steady_reads,
+            steady_reads as f64 / n,
+            describe(&r.converge),
+        ));
+    }
+    for r in results {
+        out.push_str(&format!(
+            "\nN = {}: steady state: {}; deletion: {}\n",
+            r.instances,
+            if r.steady.is_empty() { "no requests".to_string() } else { describe(&r.steady) },
+            describe(&r.deletion)
+        ));
+    }
+    out
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let sizes: Vec<usize> = std::env::args().skip(1).map(|a| a.parse()).collect::<std::result::Result<_, _>>()?;
+    let sizes = if sizes.is_empty() { vec![100, 500] } else { sizes };
+    let root = host_test_support::plugins::root();
+    let host_binary = std::env::var_os("SERVICE_PROVIDER_HOST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/release/service-provider-host"));
+    if !host_binary.is_file() {
+        bail!("{} not found: `cargo build --release -p service-provider-host` first", host_binary.display());
+    }
+    let plugin = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO);
+    let mut results = Vec::new();
+    for n in sizes {
+        eprintln!("bench-scale: N = {n}");
+        results.push(run_once(n, &host_binary, &plugin).await?);
+    }
+    let table = table(&results);
+    println!("{table}");
+    let commit = Command::new("git").args(["rev-parse", "--short", "HEAD"]).current_dir(&root).output().ok();
+    let commit = commit.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let date = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string();
+    let section = format!("\n## {date}, commit {commit}\n\nMachine: {}.\n\n{table}", machine());
+    let path = root.join("BENCHMARKS.md");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        "# Benchmarks\n\n`task bench-scale` (see `host/examples/bench_scale.rs`): the host with the Kro component on the test harness, N instances created at once. Requests are the host's own (`service_provider_host_kube_requests_total`); a watch counts as one GET when it starts.\n".to_string()
+    });
+    text.push_str(&section);
+    std::fs::write(&path, text)?;
+    eprintln!("bench-scale: appended to {}", path.display());
+    Ok(())
+}
