@@ -25,8 +25,8 @@ use anyhow::{Context as _, bail};
 use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{DynamicObject, ListParams, ObjectMeta, PostParams};
 use kube::Api;
+use kube::api::{DynamicObject, ListParams, ObjectMeta, PostParams};
 use serde_json::json;
 use service_provider_host::resource;
 
@@ -122,7 +122,10 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
     let env = TestEnv::start().await.context("starting the clusters (run `task envtest-bins`)")?;
     let platform = env.platform.client().await?;
     let onboarding = env.onboarding.client().await?;
-    let ns = Namespace { metadata: ObjectMeta { name: Some(POD_NAMESPACE.into()), ..Default::default() }, ..Default::default() };
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some(POD_NAMESPACE.into()), ..Default::default() },
+        ..Default::default()
+    };
     Api::<Namespace>::all(platform.clone()).create(&PostParams::default(), &ns).await?;
     for name in ["registry", "pull"] {
         let secret = Secret {
@@ -193,8 +196,11 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
 
-    let kroes: Api<DynamicObject> =
-        Api::namespaced_with(onboarding.clone(), "default", &resource::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes"));
+    let kroes: Api<DynamicObject> = Api::namespaced_with(
+        onboarding.clone(),
+        "default",
+        &resource::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes"),
+    );
     let started = Instant::now();
     let creators: Vec<_> = (0..n)
         .map(|i| {
@@ -262,7 +268,10 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())))
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_string()))
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memory = std::fs::read_to_string("/proc/meminfo")
@@ -273,7 +282,9 @@ fn machine() -> String {
 }
 
 fn table(results: &[Result]) -> String {
-    let mut out = String::from("| N | create → all Ready | delete all → all gone | peak RSS | CPU s | reads to converge (per instance) | steady state per 75 s: writes / reads (per instance) | requests while converging |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    let mut out = String::from(
+        "| N | create → all Ready | delete all → all gone | peak RSS | CPU s | reads to converge (per instance) | steady state per 75 s: writes / reads (per instance) | requests while converging |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
     for r in results {
         let n = r.instances as f64;
         let converge_reads = sum(&r.converge, None, true);

@@ -697,3 +697,41 @@ async fn an_object_the_plugin_stops_planning_is_pruned_and_nothing_else() {
     }
     f.stop_operator().await;
 }
+
+/// Two instances whose ControlPlanes share one cluster (as in the scale
+/// benchmark) need the same pull-secret copy in `kro-system`: they share it
+/// instead of fighting over it, so reconciling either writes nothing.
+#[tokio::test]
+async fn instances_sharing_a_cluster_share_an_identical_copy_without_writes() {
+    let f = Fixture::new(Options { instances: vec!["alpha".into(), "beta".into()], flux_ready: true, workload: false })
+        .await;
+    f.source_secret("pull", DOCKER, "{\"auths\":{}}").await;
+    f.provider_config(json!([{
+        "version": "v0.9.3", "chartVersion": "0.9.3", "helmValues": {"imagePullSecrets": [{"name": "pull"}]}
+    }]))
+    .await;
+    let ctx = f.context().await;
+    for name in ["alpha", "beta"] {
+        f.create_kro(name, "v0.9.3").await;
+    }
+    let reconcile_once = async |name: &str| {
+        let object = Arc::new(f.kroes().get(name).await.unwrap());
+        reconcile::reconcile(object, ctx.clone()).await
+    };
+    eventually("both Ready", WAIT, || async {
+        for name in ["alpha", "beta"] {
+            let _ = reconcile_once(name).await;
+        }
+        let ready = |k: Option<Value>| k.is_some_and(|k| k["status"]["phase"] == "Ready");
+        (ready(f.kro("alpha").await) && ready(f.kro("beta").await)).then_some(())
+    })
+    .await;
+    let on_cp: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.control_plane.clone(), "kro-system");
+    assert!(on_cp.get_opt("pull").await.unwrap().is_some(), "the shared copy");
+    let writes = || ["platform", "onboarding", "control-plane"].iter().map(|c| f.metrics.writes(c)).sum::<u64>();
+    let before = writes();
+    for name in ["alpha", "beta", "alpha", "beta"] {
+        reconcile_once(name).await.expect("reconcile");
+    }
+    assert_eq!(writes() - before, 0, "no instance rewrites the other's copy");
+}

@@ -4,7 +4,10 @@
 //! have, and only sources the operator allowed are copied
 //! ([`crate::grant`]): never the host's own credentials, nor any other
 //! cluster credential. A copy is written only where nothing else is, or over
-//! this instance's own earlier copy.
+//! this instance's own earlier copy. Two instances that need the very same
+//! copy in one place (possible only when tenants share a cluster) share it:
+//! the second finds it identical and writes nothing, instead of the two
+//! overwriting each other's owner labels on every poll.
 
 use std::collections::BTreeMap;
 
@@ -72,16 +75,36 @@ impl CopyJob<'_> {
         }
     }
 
-    /// Refuses a target that exists and is not this instance's copy.
-    fn check_existing(&self, copy: &ObjectCopy, live: &ObjectMeta) -> Result<(), Error> {
+    /// Who holds an existing target: this instance, or another instance of
+    /// this provider that copied the same source there. Anything else is a
+    /// conflict.
+    fn holder(&self, copy: &ObjectCopy, live: &ObjectMeta) -> Result<Holder, Error> {
         let is_copy = live.labels.as_ref().is_some_and(|l| l.contains_key(LABEL_COPY_OF));
-        if !is_copy || !self.owner.owns(live) {
-            return Err(Error::Conflict(format!(
-                "{} already exists and is not a copy made for this instance; remove or rename it",
-                Self::place(copy)
-            )));
+        let source = format!("{}/{}", self.pod_namespace, copy.source_name);
+        let same_source = live.annotations.as_ref().and_then(|a| a.get(ANNOTATION_COPY_OF)) == Some(&source);
+        if is_copy && self.owner.owns(live) {
+            return Ok(Holder::Ours);
         }
-        Ok(())
+        if is_copy && same_source && Owner::of(live, &self.owner.provider).is_some() {
+            return Ok(Holder::Shared);
+        }
+        Err(Error::Conflict(format!(
+            "{} already exists and is not a copy made for this instance; remove or rename it",
+            Self::place(copy)
+        )))
+    }
+
+    /// Whether to write: not when an equal copy is there; a shared copy
+    /// that differs is a conflict (two instances would fight over it).
+    fn decide(&self, copy: &ObjectCopy, holder: Holder, equal: bool) -> Result<bool, Error> {
+        match (holder, equal) {
+            (_, true) => Ok(false),
+            (Holder::Ours, false) => Ok(true),
+            (Holder::Shared, false) => Err(Error::Conflict(format!(
+                "{} is another instance's copy of the same source with different content; its owner updates it",
+                Self::place(copy)
+            ))),
+        }
     }
 
     /// Checks the source against the grant and the credential rules.
@@ -132,9 +155,11 @@ impl CopyJob<'_> {
         if let Some(live) =
             api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?
         {
-            self.check_existing(copy, &live.metadata)?;
+            let holder = self.holder(copy, &live.metadata)?;
             let same_type = live.type_.as_deref().unwrap_or("Opaque") == source_type;
-            if same_type && labels_kept(&live.metadata, &desired.metadata) && live.data == desired.data {
+            let same_content = same_type && live.data == desired.data;
+            let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
+            if !self.decide(copy, holder, equal)? {
                 return Ok(Change::Unchanged);
             }
             if !same_type {
@@ -174,11 +199,10 @@ impl CopyJob<'_> {
         if let Some(live) =
             api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?
         {
-            self.check_existing(copy, &live.metadata)?;
-            if labels_kept(&live.metadata, &desired.metadata)
-                && live.data == desired.data
-                && live.binary_data == desired.binary_data
-            {
+            let holder = self.holder(copy, &live.metadata)?;
+            let same_content = live.data == desired.data && live.binary_data == desired.binary_data;
+            let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
+            if !self.decide(copy, holder, equal)? {
                 return Ok(Change::Unchanged);
             }
         }
@@ -187,6 +211,14 @@ impl CopyJob<'_> {
             .map_err(|e| Error::kube(format!("writing {place}"), e))?;
         Ok(Change::Written)
     }
+}
+
+/// Who holds an existing copy target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    Ours,
+    /// Another instance of this provider, copying the same source.
+    Shared,
 }
 
 /// Whether the live copy still carries every label the host gives it.
