@@ -4,10 +4,12 @@
 //! - [`plugins`]: where the plugin components are, compiled once per process;
 //! - [`unique`]: names that never collide within a run;
 //! - [`fixture`]: the host's controller on real API servers (`envtest`),
-//!   with the openmcp and Flux simulators.
+//!   with the openmcp simulator and the Flux simulator or the real chain;
+//! - [`real_flux`]: helpers for tests on the real Flux chain.
 
 pub mod fixture;
 pub mod plugins;
+pub mod real_flux;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
