@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use guest_kro::desired::chart_pull_secret_copy_name;
 use host_test_support::real_flux::*;
 use host_test_support::*;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -270,10 +271,16 @@ envtest::real_flux_test! {
         // Uninstalled from the ControlPlane: the uninstall ran with access.
         assert!(f.kro_deployment().await.is_none(), "helm-controller uninstalled kro");
         assert_eq!(f.control_plane_secrets(KRO_SYSTEM).await, Vec::<String>::new(), "no Helm record, no copies");
-        assert!(
-            f.rgd_crd().await.is_some(),
-            "Helm never deletes the CRDs of a chart's crds/ directory (nor would the Go provider)"
-        );
+        let cp = &f.control_plane;
+        let account = Api::<ServiceAccount>::namespaced(cp.clone(), KRO_SYSTEM).get_opt("kro").await.unwrap();
+        assert!(account.is_none(), "kro's ServiceAccount is uninstalled");
+        let role = Api::<ClusterRole>::all(cp.clone()).get_opt("kro-cluster-role").await.unwrap();
+        let binding = Api::<ClusterRoleBinding>::all(cp.clone()).get_opt("kro-cluster-role-binding").await.unwrap();
+        assert!(role.is_none() && binding.is_none(), "kro's RBAC is uninstalled");
+        // What Helm leaves by design (as with the Go provider): the CRDs of
+        // the chart's crds/ directory, and the namespace it created.
+        assert!(f.rgd_crd().await.is_some(), "Helm never deletes the CRDs of a chart's crds/ directory");
+        assert!(Api::<Namespace>::all(cp.clone()).get_opt(KRO_SYSTEM).await.unwrap().is_some());
         // Nothing left on the platform either.
         assert!(f.flux_object("HelmRelease", "mcp-01").await.is_none());
         assert!(f.flux_object("OCIRepository", "mcp-01").await.is_none(), "source-controller's finalizer went too");
