@@ -99,6 +99,7 @@ envtest::real_flux_test! {
             .await;
         let shown = message(resource(&kro, "OCIRepository")).to_string();
         eprintln!("real-flux: without a pull secret the Kro shows: {shown}");
+        eprintln!("real-flux: ... and for the HelmRelease: {}", resource(&kro, "HelmRelease"));
         assert!(shown.contains("UNAUTHORIZED: authentication required"), "{shown}");
         assert_eq!(kro["status"]["phase"], "Progressing");
         assert_eq!(
