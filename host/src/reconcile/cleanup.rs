@@ -94,9 +94,14 @@ async fn cleanup_steps(
     // Access to a cluster that is gone is revoked first: nothing can act on
     // that cluster any more, and whatever still holds on to the access to
     // finish its own work there (a finalizer, say) can only give up once the
-    // access is gone.
-    for (gone, request) in [(cp_gone, &control_plane_request), (wl_gone, &workload_request)] {
-        if gone {
+    // access is gone. So is an access whose revocation has begun (it counts
+    // as gone for the plugin anyway).
+    let mut accesses = vec![(cp_gone, &control_plane_request)];
+    if workload_cluster {
+        accesses.push((wl_gone, &workload_request));
+    }
+    for (gone, request) in accesses {
+        if gone || being_revoked(ctx, request).await? {
             revoke(ctx, request).await?;
         }
     }
@@ -147,6 +152,12 @@ async fn revoke(ctx: &Context, request: &InstanceAccess<'_>) -> Result<(), Error
         return Err(not_yet(reason, WAIT));
     }
     Ok(())
+}
+
+/// Whether the AccessRequest is being deleted.
+async fn being_revoked(ctx: &Context, request: &InstanceAccess<'_>) -> Result<bool, Error> {
+    let live = access::get_access_request(&ctx.platform, request).await?;
+    Ok(live.is_some_and(|ar| ar.metadata.deletion_timestamp.is_some()))
 }
 
 /// How long one check whether a cluster answers may take.
