@@ -136,11 +136,13 @@ impl Fixture {
     }
 
     async fn start(options: Options, real_flux: bool) -> Fixture {
-        let env = envtest::shared().await.expect("test environment");
+        // The chain first: it fails fast, before any cluster starts, when the
+        // Flux binaries are missing.
         let chain = match real_flux {
             true => Some(envtest::real_flux::shared().await.expect("the real Flux chain")),
             false => None,
         };
+        let env = envtest::shared().await.expect("test environment");
         let (cp, rgd_crds) = tokio::join!(
             Cluster::start(ClusterOptions::new("cp")),
             tokio::task::spawn_blocking(|| crds::crds_for(Purpose::ControlPlane))
