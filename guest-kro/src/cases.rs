@@ -68,6 +68,37 @@ pub fn flux_object(kind: &str, name: &str, ready: &str, message: &str) -> Value 
     })
 }
 
+/// A Flux object as the real controllers write it: the `Ready` condition
+/// carries the generation it is about (`ready_generation`), while
+/// `status.observedGeneration` only moves when a reconcile finished
+/// successfully (-1 until then).
+pub fn real_flux_object(
+    kind: &str,
+    name: &str,
+    generations: (i64, i64, i64),
+    ready: (&str, &str, &str),
+    extra_status: Value,
+) -> Value {
+    let (generation, finished, ready_generation) = generations;
+    let (status, reason, message) = ready;
+    let mut object = json!({
+        "kind": kind,
+        "metadata": {"name": name, "generation": generation, "finalizers": ["finalizers.fluxcd.io"]},
+        "status": extra_status,
+    });
+    object["status"]["observedGeneration"] = json!(finished);
+    object["status"]["conditions"] = json!([
+        {"type": "Ready", "status": status, "reason": reason, "message": message,
+         "observedGeneration": ready_generation}
+    ]);
+    object
+}
+
+/// What source-controller says when the registry wants credentials.
+pub const UNAUTHORIZED: &str = "failed to determine artifact digest: GET \
+    http://127.0.0.1:5000/v2/kro/charts/kro/manifests/0.9.1: UNAUTHORIZED: authentication required; \
+    [map[Action:pull Class: Name:kro/charts/kro Type:repository]]";
+
 fn observed(id: &str, objects: &[Value]) -> Observed {
     Observed { id: id.into(), objects: objects.iter().map(Value::to_string).collect() }
 }
@@ -98,6 +129,47 @@ pub fn all() -> Vec<Case> {
         &[flux_object("HelmRelease", "kro-helm-release", "False", "install retries exhausted")],
     );
 
+    let repository = |generations, ready, extra| {
+        observed(
+            OBSERVE_OCI_REPOSITORY,
+            &[real_flux_object("OCIRepository", "kro-oci-repository", generations, ready, extra)],
+        )
+    };
+    let release = |generations, ready, extra| {
+        observed(
+            OBSERVE_HELM_RELEASE,
+            &[real_flux_object("HelmRelease", "kro-helm-release", generations, ready, extra)],
+        )
+    };
+    let refused = ("False", "OCIArtifactPullFailed", UNAUTHORIZED);
+    let mut refused_without_secret = input(kro("mcp-01", "default", "v0.9.1"), pc());
+    refused_without_secret.observed = vec![repository((1, -1, 1), refused, json!({}))];
+    let mut refused_with_secret = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    refused_with_secret.observed = vec![repository((1, -1, 1), refused, json!({}))];
+    let stored = ("True", "Succeeded", "stored artifact for digest '0.9.3@sha256:new'");
+    let new_artifact = json!({"artifact": {"revision": "0.9.3@sha256:new"}});
+    let mut not_finished = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    not_finished.observed = vec![
+        repository((2, 1, 2), stored, new_artifact.clone()),
+        release((1, 1, 1), ("True", "UpgradeSucceeded", "Helm upgrade succeeded"), json!({})),
+    ];
+    let mut behind_artifact = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    behind_artifact.observed = vec![
+        repository((2, 2, 2), stored, new_artifact),
+        release(
+            (1, 1, 1),
+            ("True", "InstallSucceeded", "Helm install succeeded"),
+            json!({"lastAttemptedRevisionDigest": "sha256:old"}),
+        ),
+    ];
+
+    // Read in the reconcile that applies v0.9.3 (the tenant just changed
+    // spec.version): Flux's Ready=True is about the 0.9.1 spec.
+    let mut old_spec = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    let mut old_repository = real_flux_object("OCIRepository", "kro-oci-repository", (1, 1, 1), stored, json!({}));
+    old_repository["spec"] = json!({"interval": "1m", "url": "oci://registry.k8s.io/kro/charts/kro", "ref": {"tag": "0.9.1"}, "timeout": "60s"});
+    old_spec.observed = vec![observed(OBSERVE_OCI_REPOSITORY, &[old_repository])];
+
     let mut no_access = input(kro("mcp-01", "default", "v0.9.3"), pc());
     no_access.context.control_plane = None;
 
@@ -122,6 +194,11 @@ pub fn all() -> Vec<Case> {
         plan("v0.9.3 all ready", ready),
         plan("v0.9.3 release failing", half_ready),
         plan("v0.9.1 without pull secret", input(kro("mcp-01", "default", "v0.9.1"), pc())),
+        plan("v0.9.1 chart pull refused without credentials", refused_without_secret),
+        plan("v0.9.3 chart pull refused with credentials", refused_with_secret),
+        plan("v0.9.3 ready before the reconcile finished", not_finished),
+        plan("v0.9.3 release behind the new artifact", behind_artifact),
+        plan("v0.9.3 observed with the spec of v0.9.1", old_spec),
         plan("unknown version", input(kro("mcp-01", "default", "9.9.9"), pc())),
         plan("missing provider config", input(kro("mcp-01", "default", "v0.9.3"), None)),
         plan(

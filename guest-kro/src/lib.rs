@@ -124,10 +124,18 @@ fn plan(input: &Input, config: Option<&ProviderConfigSpec>, poll: u32) -> Result
 
     let repository = observed_object(input, OBSERVE_OCI_REPOSITORY)?;
     let release = observed_object(input, OBSERVE_HELM_RELEASE)?;
+    let expected = status::Expected {
+        oci_repository: &desired::oci_repository(version, tenant),
+        helm_release: &desired::helm_release(version, tenant, kubeconfig),
+        version,
+        provider_config: &input.context.provider_name,
+        pod_namespace: &input.context.pod_namespace,
+        tenant_namespace: tenant,
+    };
     Ok(Plan {
         objects: desired::objects(version, !image_pull_secrets.is_empty(), tenant, kubeconfig),
         copies: desired::secret_copies(version, &image_pull_secrets, tenant),
-        status: status::overall(status::resources(tenant, repository.as_ref(), release.as_ref())),
+        status: status::report(&expected, repository.as_ref(), release.as_ref()),
         requeue_after_seconds: poll,
     })
 }

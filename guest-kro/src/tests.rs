@@ -83,6 +83,87 @@ fn a_failing_release_keeps_progressing_with_flux_message() {
     let resources = plan.status.resources.unwrap();
     assert_eq!(resources[0].phase, "Ready");
     assert_eq!(resources[1].message.as_deref(), Some("install retries exhausted"));
+    assert_eq!(
+        plan.status.conditions[0].message,
+        "Waiting for managed resources to become ready: HelmRelease kro-helm-release: install retries exhausted"
+    );
+}
+
+fn resource_messages(plan: &Plan) -> Vec<(String, Option<String>)> {
+    let resources = plan.status.resources.as_ref().expect("resources");
+    resources.iter().map(|r| (r.phase.clone(), r.message.clone())).collect()
+}
+
+#[test]
+fn a_refused_chart_pull_without_credentials_says_what_to_configure() {
+    let plan = plan("v0.9.1 chart pull refused without credentials").unwrap();
+    assert_eq!(plan.status.phase, "Progressing");
+    let explained = format!(
+        "the registry refused to serve chart oci://registry.k8s.io/kro/charts/kro:0.9.1 without credentials: set \
+         chartPullSecret of version v0.9.1 of ProviderConfig kro to a Secret of type kubernetes.io/dockerconfigjson \
+         in namespace openmcp-system that may pull it (Flux: {})",
+        cases::UNAUTHORIZED
+    );
+    assert_eq!(resource_messages(&plan)[0], ("Progressing".to_string(), Some(explained.clone())));
+    assert_eq!(
+        plan.status.conditions[0].message,
+        format!("Waiting for managed resources to become ready: OCIRepository kro-oci-repository: {explained}")
+    );
+    assert_eq!(plan.status.conditions[0].reason, "Reconciling");
+}
+
+#[test]
+fn refused_credentials_name_the_pull_secret_and_its_copy() {
+    let plan = plan("v0.9.3 chart pull refused with credentials").unwrap();
+    let tenant = "mcp--".to_string() + &service_provider_sdk::names::k8s_name_uuid(&["default", "mcp-01"]).unwrap();
+    let (_, message) = &resource_messages(&plan)[0];
+    let message = message.as_deref().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "the registry refused the credentials of Secret openmcp-system/my-registry-secret (chartPullSecret of \
+             version v0.9.3 of ProviderConfig kro, copied to {tenant}/sp-kro-my-registry-secret) for chart \
+             oci://registry.k8s.io/kro/charts/kro:0.9.3: update that Secret"
+        )),
+        "{message}"
+    );
+    assert!(message.ends_with(&format!("(Flux: {})", cases::UNAUTHORIZED)), "{message}");
+}
+
+#[test]
+fn ready_true_before_flux_finished_the_generation_is_not_ready() {
+    let plan = plan("v0.9.3 ready before the reconcile finished").unwrap();
+    assert_eq!(plan.status.phase, "Progressing");
+    assert_eq!(
+        resource_messages(&plan)[0],
+        ("Progressing".to_string(), Some("waiting for Flux to reconcile generation 2".to_string()))
+    );
+    assert_eq!(plan.status.conditions[0].message, "Waiting for managed resources to become ready", "not a failure");
+}
+
+#[test]
+fn a_release_still_on_the_old_artifact_is_not_ready() {
+    let plan = plan("v0.9.3 release behind the new artifact").unwrap();
+    assert_eq!(plan.status.phase, "Progressing");
+    assert_eq!(
+        resource_messages(&plan),
+        [
+            ("Ready".to_string(), None),
+            (
+                "Progressing".to_string(),
+                Some("waiting for Flux to install chart revision 0.9.3@sha256:new".to_string())
+            )
+        ]
+    );
+}
+
+#[test]
+fn a_flux_object_read_before_the_new_spec_was_applied_is_not_ready() {
+    let plan = plan("v0.9.3 observed with the spec of v0.9.1").unwrap();
+    assert_eq!(plan.status.phase, "Progressing");
+    assert_eq!(
+        resource_messages(&plan)[0],
+        ("Progressing".to_string(), Some("waiting for Flux to reconcile the updated spec".to_string()))
+    );
 }
 
 #[test]

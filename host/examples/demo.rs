@@ -6,13 +6,24 @@
 //! the seed's ProviderConfig and service object from `examples/`, and the
 //! deletion. Prints what happens on each cluster. The host code is the same
 //! for both: only the plugin and the example files change.
+//!
+//! With `--real-flux` (`task demo-real`, Kro only), the real
+//! source-controller and helm-controller replace the Flux simulator: the
+//! chart comes from a local registry that requires the credentials of the
+//! pull secret, and kro is installed onto the ControlPlane (its Deployment
+//! appears there; no kubelet runs, so a simulator marks it Available) and
+//! uninstalled on deletion.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
+use envtest::{
+    DeploymentSimulator, FluxOptions, FluxSimulator, OpenMcpSimulator, RealFlux, RealFluxOptions, SimulatorOptions,
+    TestEnv,
+};
 use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
@@ -80,7 +91,8 @@ async fn wait_for<T, Fut: std::future::Future<Output = anyhow::Result<Option<T>>
     what: &str,
     mut check: impl FnMut() -> Fut,
 ) -> anyhow::Result<T> {
-    let deadline = Instant::now() + Duration::from_secs(90);
+    // Generous for the real chain: Helm's readiness wait polls every ~5 s.
+    let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         if let Some(v) = check().await? {
             return Ok(v);
@@ -111,12 +123,30 @@ async fn show(client: &Client, kind: &str, api_version: &str, plural: &str, name
     Ok(())
 }
 
+/// What plays Flux.
+enum Flux {
+    Simulated(FluxSimulator),
+    Real { chain: Box<RealFlux>, deployments: DeploymentSimulator },
+}
+
+/// kro's Deployment on the ControlPlane, as `image (ready/replicas)`.
+async fn kro_deployment(control_plane: &Client) -> anyhow::Result<Option<String>> {
+    let deployment = Api::<Deployment>::namespaced(control_plane.clone(), "kro-system").get_opt("kro").await?;
+    Ok(deployment.map(|d| {
+        let image = d.spec.template.spec.and_then(|s| s.containers.into_iter().next()?.image).unwrap_or_default();
+        let status = d.status.unwrap_or_default();
+        format!("{image} ({}/{} ready)", status.ready_replicas.unwrap_or(0), status.replicas.unwrap_or(0))
+    }))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let demo = match std::env::args().nth(1).as_deref() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let real_flux = args.iter().any(|a| a == "--real-flux");
+    let demo = match args.iter().find(|a| !a.starts_with("--")).map(String::as_str) {
         None | Some("kro") => KRO,
-        Some("flux") => FLUX,
-        Some(other) => bail!("unknown demo {other:?}: kro or flux"),
+        Some("flux") if !real_flux => FLUX,
+        Some(other) => bail!("unknown demo {other:?}: kro, flux, or kro --real-flux"),
     };
     let provider = demo.provider;
     tracing_subscriber::fmt()
@@ -161,7 +191,22 @@ async fn main() -> anyhow::Result<()> {
     );
     let tenant = openmcp.register_control_plane("mcp-01", "default", &env.control_plane).await?;
     println!("    tenant namespace of default/mcp-01: {tenant}");
-    let flux = FluxSimulator::start(&env.platform, FluxOptions { auto_ready: true, ..Default::default() });
+    let flux = match real_flux {
+        false => {
+            Flux::Simulated(FluxSimulator::start(&env.platform, FluxOptions { auto_ready: true, ..Default::default() }))
+        }
+        true => {
+            step(
+                "the real Flux chain: registry with the kro charts (credentials required), source-controller, helm-controller",
+            );
+            let chain = RealFlux::start(&env.platform, RealFluxOptions::default())
+                .await
+                .context("starting the real Flux chain (did you run `task flux-bins`?)")?;
+            println!("    started in {:?}; charts at {}", chain.startup_duration(), chain.kro_chart_url());
+            let deployments = DeploymentSimulator::start(&env.control_plane, &["kro-system"]);
+            Flux::Real { chain: Box::new(chain), deployments }
+        }
+    };
 
     step(&format!("loading the {} plugin component", demo.kind));
     let wasm = host_test_support::plugins::plugin_path(demo.plugin);
@@ -204,11 +249,15 @@ async fn main() -> anyhow::Result<()> {
         let _ = stopped.await;
     }));
     for name in demo.secrets {
-        let secret = Secret {
-            metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
-            type_: Some("kubernetes.io/dockerconfigjson".into()),
-            data: Some([(".dockerconfigjson".to_string(), ByteString(br#"{"auths":{}}"#.to_vec()))].into()),
-            ..Default::default()
+        let secret = match &flux {
+            // The pull secret holds the local registry's credentials.
+            Flux::Real { chain, .. } => chain.registry().pull_secret(name, POD_NAMESPACE),
+            Flux::Simulated(_) => Secret {
+                metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
+                type_: Some("kubernetes.io/dockerconfigjson".into()),
+                data: Some([(".dockerconfigjson".to_string(), ByteString(br#"{"auths":{}}"#.to_vec()))].into()),
+                ..Default::default()
+            },
         };
         Api::<Secret>::namespaced(platform.clone(), POD_NAMESPACE).create(&PostParams::default(), &secret).await?;
     }
@@ -222,7 +271,14 @@ async fn main() -> anyhow::Result<()> {
             .create(&PostParams::default(), &config_map)
             .await?;
     }
-    let pc = apply_yaml(demo.provider_config)?;
+    let mut pc = apply_yaml(demo.provider_config)?;
+    if let Flux::Real { chain, .. } = &flux {
+        // The same ProviderConfig, with the charts from the local registry.
+        for version in pc.data["spec"]["versions"].as_array_mut().into_iter().flatten() {
+            version["chartURL"] = json!(chain.kro_chart_url());
+        }
+        println!("    ProviderConfig kro: chartURL {} (pull secret my-registry-secret)", chain.kro_chart_url());
+    }
     let api_version = format!("{}/v1alpha1", demo.group);
     let pcs: Api<DynamicObject> =
         Api::all_with(platform.clone(), &resource::api_resource(&api_version, "ProviderConfig", "providerconfigs"));
@@ -236,6 +292,10 @@ async fn main() -> anyhow::Result<()> {
         Api::namespaced_with(onboarding.clone(), "default", &resource::api_resource(&api_version, kind, demo.plural));
     kroes.create(&PostParams::default(), &kro).await?;
     let started = Instant::now();
+    if let Flux::Real { .. } = &flux {
+        let deployment = wait_for("kro's Deployment on the ControlPlane", || kro_deployment(&control_plane)).await?;
+        println!("    ControlPlane: Deployment kro-system/kro appeared after {:?}: {deployment}", started.elapsed());
+    }
     let ready = wait_for(&format!("{kind} mcp-01 Ready"), || async {
         Ok(kroes.get_opt("mcp-01").await?.filter(|k| k.data["status"]["phase"] == "Ready"))
     })
@@ -258,6 +318,17 @@ async fn main() -> anyhow::Result<()> {
     for c in copies.list(&ListParams::default().labels(service_provider_host::owner::LABEL_COPY_OF)).await?.items {
         println!("    ConfigMap      {cp_namespace}/{}", c.name_any());
     }
+    if let Flux::Real { .. } = &flux {
+        let deployment = kro_deployment(&control_plane).await?.context("kro's Deployment is on the ControlPlane")?;
+        println!("    Deployment     kro-system/kro: {deployment}");
+        let releases: Api<DynamicObject> = Api::namespaced_with(
+            platform.clone(),
+            &tenant,
+            &resource::api_resource("helm.toolkit.fluxcd.io/v2", "HelmRelease", "helmreleases"),
+        );
+        let release = releases.get("kro-helm-release").await?;
+        println!("    Helm release   kro, chart {}", release.data["status"]["history"][0]["chartVersion"]);
+    }
     println!(
         "    API writes so far: platform {}, onboarding {}, ControlPlane {}",
         metrics.writes("platform"),
@@ -275,11 +346,23 @@ async fn main() -> anyhow::Result<()> {
     show(&platform, "HelmRelease", "helm.toolkit.fluxcd.io/v2", "helmreleases", &tenant).await?;
     let left = Api::<Secret>::namespaced(platform.clone(), &tenant).list(&ListParams::default()).await?.items.len();
     println!("    Secrets left in the tenant namespace: {left}");
+    if let Flux::Real { .. } = &flux {
+        match kro_deployment(&control_plane).await? {
+            None => println!("    ControlPlane: kro's Deployment is gone (helm-controller uninstalled the release)"),
+            Some(d) => bail!("kro's Deployment is still on the ControlPlane: {d}"),
+        }
+    }
 
     let _ = stop.send(());
     let _ = controller.await;
     openmcp.stop().await;
-    flux.stop().await;
+    match flux {
+        Flux::Simulated(simulator) => simulator.stop().await,
+        Flux::Real { chain, deployments } => {
+            deployments.stop().await;
+            chain.stop();
+        }
+    }
     step("done");
     Ok(())
 }

@@ -5,14 +5,15 @@
 
 use std::time::Duration;
 
+use kube::Client;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use service_provider_sdk::contract::{CleanupPlan, Cluster, ServiceStatus};
-use tracing::info;
+use service_provider_sdk::contract::{CleanupPlan, Cluster, KubeconfigRef, ServiceStatus};
+use tracing::{info, warn};
 
 use super::access::{instance_access, remaining_access};
-use super::{Context, WAIT, key_of, not_yet, timed};
-use crate::access::{self, Target};
+use super::{Context, InstanceKey, WAIT, key_of, not_yet, timed};
+use crate::access::{self, InstanceAccess, Target};
 use crate::apply::{self, Scope};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
@@ -56,6 +57,10 @@ async fn cleanup_steps(
         true => remaining_access(ctx, &workload_request, Cluster::Workload).await?,
         false => None,
     };
+    // ... and only while the cluster answers (see `answering`).
+    let key = key_of(object);
+    let (cp, cp_gone) = answering(ctx, object, &key, Cluster::ControlPlane, cp).await?;
+    let (wl, wl_gone) = answering(ctx, object, &key, Cluster::Workload, wl).await?;
     let context = gather::context(
         instance,
         &ctx.provider_name,
@@ -86,6 +91,20 @@ async fn cleanup_steps(
         ServiceStatus { resources: teardown.resources.clone(), ..status::terminating("Cleanup in progress") };
     ctx.status.write(object, &in_progress, false).await?;
 
+    // Access to a cluster that is gone is revoked first: nothing can act on
+    // that cluster any more, and whatever still holds on to the access to
+    // finish its own work there (a finalizer, say) can only give up once the
+    // access is gone. So is an access whose revocation has begun (it counts
+    // as gone for the plugin anyway).
+    let mut accesses = vec![(cp_gone, &control_plane_request)];
+    if workload_cluster {
+        accesses.push((wl_gone, &workload_request));
+    }
+    for (gone, request) in accesses {
+        if gone || being_revoked(ctx, request).await? {
+            revoke(ctx, request).await?;
+        }
+    }
     // The plugin's order first, each object gone before the next, ...
     for target in &teardown.objects {
         let Some(client) = reach.client(target.cluster) else { continue };
@@ -110,19 +129,85 @@ async fn cleanup_steps(
         requests.push(&workload_request);
     }
     for request in requests {
-        if !access::delete_access_request(&ctx.platform, request).await? {
-            let reason = format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name());
-            return Err(not_yet(reason, WAIT));
-        }
-        if request.target == Target::Workload && !access::delete_cluster_request(&ctx.platform, request).await? {
-            let reason = format!("waiting for ClusterRequest {tenant}/{} to be deleted", request.name());
-            return Err(not_yet(reason, WAIT));
-        }
+        revoke(ctx, request).await?;
     }
     for (at, _) in cp.iter().chain(wl.iter()) {
         ctx.clients.forget(at);
     }
-    ctx.instances.forget(&key_of(object));
+    ctx.instances.forget(&key);
     info!("cleanup complete");
     Ok(())
+}
+
+/// Deletes the AccessRequest (and for a workload cluster the ClusterRequest)
+/// of one cluster; "not yet" until they are gone.
+async fn revoke(ctx: &Context, request: &InstanceAccess<'_>) -> Result<(), Error> {
+    let tenant = request.tenant_namespace;
+    if !access::delete_access_request(&ctx.platform, request).await? {
+        let reason = format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name());
+        return Err(not_yet(reason, WAIT));
+    }
+    if request.target == Target::Workload && !access::delete_cluster_request(&ctx.platform, request).await? {
+        let reason = format!("waiting for ClusterRequest {tenant}/{} to be deleted", request.name());
+        return Err(not_yet(reason, WAIT));
+    }
+    Ok(())
+}
+
+/// Whether the AccessRequest is being deleted.
+async fn being_revoked(ctx: &Context, request: &InstanceAccess<'_>) -> Result<bool, Error> {
+    let live = access::get_access_request(&ctx.platform, request).await?;
+    Ok(live.is_some_and(|ar| ar.metadata.deletion_timestamp.is_some()))
+}
+
+/// How long one check whether a cluster answers may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn cluster_name(cluster: Cluster) -> &'static str {
+    match cluster {
+        Cluster::ControlPlane => "ControlPlane",
+        Cluster::Workload => "workload cluster",
+        Cluster::Platform => "platform cluster",
+        Cluster::Onboarding => "onboarding cluster",
+    }
+}
+
+/// The rule for a granted cluster that does not answer during deletion
+/// (`/version` fails or times out): deletion waits for it for
+/// [`Context::unreachable_grace`], saying so in the status; a blip must not
+/// cost the plugin its look at the cluster (e.g. a check that blocks
+/// deletion). After that the cluster counts as gone: the plugin's cleanup
+/// sees no access to it (no context entry, no observations, like after a
+/// revoked access) and its access is revoked before the teardown (the
+/// second value is `true`). Returns the access to use.
+async fn answering(
+    ctx: &Context,
+    object: &DynamicObject,
+    key: &InstanceKey,
+    cluster: Cluster,
+    access: Option<(KubeconfigRef, Client)>,
+) -> Result<(Option<(KubeconfigRef, Client)>, bool), Error> {
+    let Some((at, client)) = access else { return Ok((None, false)) };
+    let error = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(_)) => {
+            ctx.instances.answered(key, cluster);
+            return Ok((Some((at, client)), false));
+        }
+        Ok(Err(e)) => report(&e),
+        Err(_) => format!("no answer within {PROBE_TIMEOUT:?}"),
+    };
+    let waited = ctx.instances.unanswered(key, cluster).elapsed();
+    let name = cluster_name(cluster);
+    if let Some(left) = ctx.unreachable_grace.checked_sub(waited).filter(|left| !left.is_zero()) {
+        // A stable text (no countdown): every change is an Event.
+        let message = format!(
+            "the {name} does not answer ({error}); deletion waits up to {}s for it, then continues without it \
+             (whatever the service installed there is then left behind)",
+            ctx.unreachable_grace.as_secs()
+        );
+        ctx.status.write(object, &status::terminating(&message), false).await?;
+        return Err(not_yet(message, WAIT.min(left)));
+    }
+    warn!(cluster = %cluster, error = %error, waited = ?waited, "cluster unreachable: deletion continues without it");
+    Ok((None, true))
 }

@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::ApiResource;
 use kube::runtime::events::Recorder;
-use service_provider_sdk::contract::Descriptor;
+use service_provider_sdk::contract::{Cluster, Descriptor};
 
 use crate::clusters::ClientCache;
 use crate::grant::Effective;
@@ -44,7 +45,13 @@ pub struct Context {
     pub reserved_secrets: Vec<String>,
     /// Per-instance memory of the last reconciles.
     pub instances: InstanceState,
+    /// During deletion, how long a granted cluster that does not answer is
+    /// waited for before the instance is cleaned up without it.
+    pub unreachable_grace: Duration,
 }
+
+/// Default of [`Context::unreachable_grace`].
+pub const UNREACHABLE_GRACE: Duration = Duration::from_secs(300);
 
 impl Context {
     pub fn new(
@@ -74,6 +81,7 @@ impl Context {
             watch_namespace: None,
             reserved_secrets: Vec::new(),
             instances: InstanceState::default(),
+            unreachable_grace: UNREACHABLE_GRACE,
         }
     }
 
@@ -98,6 +106,8 @@ pub struct InstanceState {
     inventories: Mutex<HashMap<InstanceKey, Inventory>>,
     /// Instances whose clusters have the plugin's CRDs (since this start).
     crds: Mutex<BTreeSet<InstanceKey>>,
+    /// Since when a cluster of an instance has not answered (while deleting).
+    unreachable: Mutex<HashMap<(InstanceKey, Cluster), Instant>>,
 }
 
 impl InstanceState {
@@ -143,12 +153,24 @@ impl InstanceState {
         self.crds.lock().expect("not poisoned").insert(key.clone());
     }
 
+    /// Records that a cluster of an instance did not answer; returns since
+    /// when it has not (the first such record since it last answered).
+    pub fn unanswered(&self, key: &InstanceKey, cluster: Cluster) -> Instant {
+        *self.unreachable.lock().expect("not poisoned").entry((key.clone(), cluster)).or_insert_with(Instant::now)
+    }
+
+    /// Records that a cluster of an instance answered.
+    pub fn answered(&self, key: &InstanceKey, cluster: Cluster) {
+        self.unreachable.lock().expect("not poisoned").remove(&(key.clone(), cluster));
+    }
+
     /// Forgets an instance (it is gone).
     pub fn forget(&self, key: &InstanceKey) {
         self.source_users.lock().expect("not poisoned").remove(key);
         self.failures.lock().expect("not poisoned").remove(key);
         self.inventories.lock().expect("not poisoned").remove(key);
         self.crds.lock().expect("not poisoned").remove(key);
+        self.unreachable.lock().expect("not poisoned").retain(|(k, _), _| k != key);
     }
 }
 
@@ -181,6 +203,18 @@ mod tests {
         assert_eq!(state.failed(&key("a")), 2);
         state.succeeded(&key("a"));
         assert_eq!(state.failed(&key("a")), 1);
+    }
+
+    #[test]
+    fn unreachable_since_the_first_unanswered_call_until_an_answer() {
+        let state = InstanceState::default();
+        let first = state.unanswered(&key("a"), Cluster::ControlPlane);
+        assert_eq!(state.unanswered(&key("a"), Cluster::ControlPlane), first);
+        assert!(state.unanswered(&key("a"), Cluster::Workload) >= first, "per cluster");
+        state.answered(&key("a"), Cluster::ControlPlane);
+        assert!(state.unanswered(&key("a"), Cluster::ControlPlane) >= first);
+        state.forget(&key("a"));
+        assert!(state.unreachable.lock().unwrap().is_empty());
     }
 
     #[test]

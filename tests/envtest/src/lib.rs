@@ -64,3 +64,37 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Declares a `#[tokio::test]` that needs the real Flux chain, for the test
+/// binaries of other crates (the host's): like this crate's own real-Flux
+/// tests it is `ignored`, with the reason, when the Flux binaries were not
+/// built, and never with `ENVTEST_REQUIRE_FLUX=1` (decided when this crate is
+/// compiled, see `build.rs`).
+///
+/// ```ignore
+/// envtest::real_flux_test! {
+///     /// What it shows.
+///     async fn kro_is_installed() { /* ... */ }
+/// }
+/// ```
+#[cfg(envtest_flux_bins)]
+#[macro_export]
+macro_rules! real_flux_test {
+    ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        $(#[$meta])*
+        #[tokio::test]
+        async fn $name() $body
+    };
+}
+
+#[cfg(not(envtest_flux_bins))]
+#[macro_export]
+macro_rules! real_flux_test {
+    ($(#[$meta:meta])* async fn $name:ident() $body:block) => {
+        $(#[$meta])*
+        #[tokio::test]
+        #[ignore = "Flux binaries not built: run `eval \"$(tests/envtest/scripts/build-flux-bins.sh)\"` \
+                    (ENVTEST_REQUIRE_FLUX=1 makes this a failure)"]
+        async fn $name() $body
+    };
+}

@@ -105,7 +105,10 @@ async fn every_crd_is_established_on_its_cluster() {
     ] {
         assert!(platform.iter().any(|n| n == name), "{name} on platform: {platform:?}");
     }
-    assert_eq!(names(Purpose::Onboarding), ["kroes.kro.services.open-control-plane.io"]);
+    assert_eq!(
+        names(Purpose::Onboarding),
+        ["fluxes.flux.services.open-control-plane.io", "kroes.kro.services.open-control-plane.io"]
+    );
     assert_eq!(names(Purpose::ControlPlane), ["resourcegraphdefinitions.kro.run"]);
     let kro_on_platform = Api::<CustomResourceDefinition>::all(env.platform.client().await.unwrap())
         .get_opt("kroes.kro.services.open-control-plane.io")

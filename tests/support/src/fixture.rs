@@ -4,14 +4,17 @@
 //! name (hence its own ProviderConfig and owner labels) and its own
 //! ControlPlane cluster, so tests run in parallel without seeing each other.
 //! Platform and onboarding clusters are shared per test binary. The openmcp
-//! and Flux simulators of `envtest` play the parts that are not running.
+//! simulator of `envtest` plays openmcp; Flux is either the simulator
+//! ([`Fixture::new`]) or the real controllers ([`Fixture::with_real_flux`],
+//! see [`crate::real_flux`]), never both in one test binary.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use envtest::crds::{self, Purpose};
 use envtest::{
-    Cluster, ClusterOptions, FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv, eventually,
+    Cluster, ClusterOptions, DeploymentSimulator, FluxOptions, FluxSimulator, OpenMcpSimulator, RealFlux,
+    SimulatorOptions, TestEnv, eventually,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -30,6 +33,9 @@ use crate::plugins::{planner, plugin};
 use crate::unique;
 
 pub const WAIT: Duration = Duration::from_secs(60);
+/// Waits with the real Flux chain: Helm's readiness wait polls in steps of
+/// about 5 s, Flux retries with backoff, and the machine may have 2 cores.
+pub const REAL_FLUX_WAIT: Duration = Duration::from_secs(180);
 pub const GROUP: &str = "kro.services.open-control-plane.io";
 
 /// The service kind a fixture's instances are of.
@@ -109,10 +115,24 @@ pub struct Fixture {
     pub control_plane: Client,
     pub metrics: Arc<Metrics>,
     pub openmcp: OpenMcpSimulator,
-    pub flux: FluxSimulator,
+    pub flux: Flux,
+    /// How long the `wait_*` helpers wait.
+    pub wait: Duration,
     operator: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
 }
 
+/// What plays Flux in a fixture.
+pub enum Flux {
+    /// The simulator, on this fixture's tenant namespaces.
+    Simulated(FluxSimulator),
+    /// The real source-controller and helm-controller of this test binary
+    /// (`envtest::real_flux::shared()`, on every namespace of the shared
+    /// platform), and Deployments in `kro-system` on this fixture's
+    /// ControlPlane made Available (no kubelet), so that Helm's wait ends.
+    Real { chain: &'static RealFlux, deployments: DeploymentSimulator },
+}
+
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Instance names whose ControlPlanes (all on this test's ControlPlane
     /// cluster) are registered with the openmcp simulator.
@@ -124,12 +144,33 @@ pub struct Options {
 }
 
 impl Fixture {
+    /// A fixture with the Flux simulator, and kro's RGD CRD on the
+    /// ControlPlane (as if kro were installed).
     pub async fn new(options: Options) -> Fixture {
         Fixture::with_service(options, Service::KRO).await
     }
 
     /// A fixture whose instances are of another service kind.
     pub async fn with_service(options: Options, service: Service) -> Fixture {
+        Self::start(options, service, false).await
+    }
+
+    /// A fixture with the real Flux chain: the ControlPlane starts empty
+    /// (the Helm install is what puts kro's CRDs there). Only in test
+    /// binaries without the simulator: the real controllers act on every
+    /// namespace of the shared platform cluster.
+    pub async fn with_real_flux(instances: &[&str]) -> Fixture {
+        let options = Options { instances: instances.iter().map(|i| i.to_string()).collect(), ..Options::default() };
+        Self::start(options, Service::KRO, true).await
+    }
+
+    async fn start(options: Options, service: Service, real_flux: bool) -> Fixture {
+        // The chain first: it fails fast, before any cluster starts, when the
+        // Flux binaries are missing.
+        let chain = match real_flux {
+            true => Some(envtest::real_flux::shared().await.expect("the real Flux chain")),
+            false => None,
+        };
         let env = envtest::shared().await.expect("test environment");
         let (cp, rgd_crds) = tokio::join!(
             Cluster::start(ClusterOptions::new("cp")),
@@ -137,7 +178,9 @@ impl Fixture {
         );
         let cp = cp.expect("ControlPlane cluster");
         let control_plane = cp.client().await.expect("client");
-        crds::install(&control_plane, &rgd_crds.unwrap().expect("RGD CRD"), WAIT).await.expect("RGD CRD installed");
+        if chain.is_none() {
+            crds::install(&control_plane, &rgd_crds.unwrap().expect("RGD CRD"), WAIT).await.expect("RGD CRD installed");
+        }
 
         let workload = match options.workload {
             true => Some(Cluster::start(ClusterOptions::new("wl")).await.expect("workload cluster")),
@@ -169,10 +212,16 @@ impl Fixture {
         for instance in &options.instances {
             tenants.push(openmcp.register_control_plane(instance, &ns, &cp).await.expect("ControlPlane registered"));
         }
-        let flux = FluxSimulator::start(
-            &env.platform,
-            FluxOptions { namespaces: tenants, auto_ready: options.flux_ready, ..Default::default() },
-        );
+        let (flux, wait) = match chain {
+            Some(chain) => {
+                let deployments = DeploymentSimulator::start(&cp, &[crate::real_flux::KRO_SYSTEM]);
+                (Flux::Real { chain, deployments }, REAL_FLUX_WAIT)
+            }
+            None => {
+                let options = FluxOptions { namespaces: tenants, auto_ready: options.flux_ready, ..Default::default() };
+                (Flux::Simulated(FluxSimulator::start(&env.platform, options)), WAIT)
+            }
+        };
         Fixture {
             env,
             service,
@@ -187,6 +236,7 @@ impl Fixture {
             metrics: Metrics::new(),
             openmcp,
             flux,
+            wait,
             operator: None,
         }
     }
@@ -212,6 +262,11 @@ impl Fixture {
 
     /// Like [`Self::context`], with another plugin.
     pub async fn context_with(&self, plugin: Plugin) -> Arc<Context> {
+        Arc::new(self.context_tuned(plugin, |_| {}).await)
+    }
+
+    /// Like [`Self::context_with`], changed by `tune` (e.g. shorter waits).
+    pub async fn context_tuned(&self, plugin: Plugin, tune: impl FnOnce(&mut Context)) -> Context {
         let counted = |cluster: &Cluster, which| {
             let metrics = self.metrics.clone();
             let yaml = cluster.kubeconfig_yaml().to_string();
@@ -219,7 +274,9 @@ impl Fixture {
         };
         let platform = counted(&self.env.platform, contract::Cluster::Platform).await;
         let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
-        Arc::new(operator::context(planner(plugin), &self.settings(), platform, onboarding, self.metrics.clone()))
+        let mut ctx = operator::context(planner(plugin), &self.settings(), platform, onboarding, self.metrics.clone());
+        tune(&mut ctx);
+        ctx
     }
 
     /// Runs the controller until [`Self::stop_operator`] (or the test ends).
@@ -229,6 +286,11 @@ impl Fixture {
 
     pub async fn start_operator_with(&mut self, plugin: Plugin) {
         let ctx = self.context_with(plugin).await;
+        self.start_operator_on(ctx);
+    }
+
+    /// Runs the controller with this context.
+    pub fn start_operator_on(&mut self, ctx: Arc<Context>) {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(service_provider_host::watch::run(ctx, async move {
             let _ = stopped.await;
@@ -339,8 +401,34 @@ impl Fixture {
     }
 
     /// Waits until the Kro's status satisfies `check`; returns the object.
+    /// On timeout the panic shows the Kro as it was last seen (and, with the
+    /// real Flux chain, the controllers' logs).
     pub async fn wait_kro(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        eventually(&format!("{name}: {what}"), WAIT, || async { self.kro(name).await.filter(|k| check(k)) }).await
+        let deadline = Instant::now() + self.wait;
+        loop {
+            let kro = self.kro(name).await;
+            if let Some(kro) = kro.as_ref().filter(|k| check(k)) {
+                return kro.clone();
+            }
+            if Instant::now() > deadline {
+                let status = kro.map(|k| k["status"].clone());
+                panic!(
+                    "timed out after {:?} waiting for {name}: {what}; its status is now: {status:#?}{}",
+                    self.wait,
+                    self.flux_logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The real Flux controllers' last log lines (empty with the simulator),
+    /// for assertion messages.
+    pub fn flux_logs(&self) -> String {
+        match &self.flux {
+            Flux::Real { chain, .. } => format!("\n{}", chain.log_tails(30)),
+            Flux::Simulated(_) => String::new(),
+        }
     }
 
     pub async fn wait_ready(&self, name: &str) -> Value {
@@ -348,9 +436,13 @@ impl Fixture {
     }
 
     pub async fn wait_gone(&self, name: &str) {
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now() + self.wait;
         while let Some(kro) = self.kro(name).await {
-            assert!(Instant::now() < deadline, "timed out waiting for {name} to be deleted; it is now: {kro:#}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {name} to be deleted; it is now: {kro:#}{}",
+                self.flux_logs()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -391,7 +483,7 @@ impl Fixture {
     }
 
     pub async fn wait_event(&self, name: &str, type_: &str, reason: &str) -> Event {
-        eventually(&format!("{type_} Event {reason} on {name}"), WAIT, || async {
+        eventually(&format!("{type_} Event {reason} on {name}"), self.wait, || async {
             self.events(name)
                 .await
                 .into_iter()

@@ -5,11 +5,13 @@
 //! - [`parity`]: the native-vs-component comparison for any plugin;
 //! - [`unique`]: names that never collide within a run;
 //! - [`fixture`]: the host's controller on real API servers (`envtest`),
-//!   with the openmcp and Flux simulators.
+//!   with the openmcp simulator and the Flux simulator or the real chain;
+//! - [`real_flux`]: helpers for tests on the real Flux chain.
 
 pub mod fixture;
 pub mod parity;
 pub mod plugins;
+pub mod real_flux;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
