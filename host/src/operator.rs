@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::ListParams;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube_lease_manager::LeaseManagerBuilder;
 use service_provider_sdk::contract::{Cluster, Descriptor, KubeconfigRef, PolicyRule};
 use tracing::{info, warn};
@@ -157,14 +157,13 @@ pub fn context(
         controller: format!("service-provider-host/{}", settings.provider_name),
         instance: settings.pod_name.clone(),
     };
-    let recorder = Recorder::new(onboarding.clone(), reporter);
     let mut ctx = Context::new(
         planner,
         settings.provider_name.clone(),
         settings.pod_namespace.clone(),
         platform,
         onboarding,
-        recorder,
+        reporter,
         metrics,
     );
     ctx.watch_namespace = settings.watch_namespace.clone();

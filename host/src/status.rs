@@ -9,7 +9,7 @@
 //! mention. The helpers mirror the openmcp runtime's status helpers.
 
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -174,7 +174,12 @@ pub fn next(current: Option<&ObjectStatus>, generation: i64, desired: &ServiceSt
 pub struct StatusWriter {
     pub onboarding: Client,
     pub service: ApiResource,
-    pub recorder: Recorder,
+    /// Who records the Events. Each Event goes through a fresh
+    /// [`Recorder`]: a shared one folds every Event with the same type,
+    /// reason and object of the last minutes into the first (raising its
+    /// count, keeping its note), so a new Ready message would never be
+    /// seen. The writer publishes only on changes, so nothing floods.
+    pub reporter: Reporter,
 }
 
 impl StatusWriter {
@@ -210,7 +215,8 @@ impl StatusWriter {
                 action: "Reconcile".into(),
                 secondary: None,
             };
-            if let Err(e) = self.recorder.publish(&event, &object.object_ref(&self.service)).await {
+            let recorder = Recorder::new(self.onboarding.clone(), self.reporter.clone());
+            if let Err(e) = recorder.publish(&event, &object.object_ref(&self.service)).await {
                 // Events are best effort; the status carries the same message.
                 warn!(error = %e, "could not record an Event");
             }

@@ -89,6 +89,32 @@ async fn a_missing_provider_config_is_actionable_and_recovers() {
     f.stop_operator().await;
 }
 
+/// Every new Ready message is an Event carrying it, even when the type and
+/// reason stay the same (a shared recorder would only count the first).
+#[tokio::test]
+async fn each_new_error_message_is_an_event_of_its_own() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    let with_note = |text: &'static str| {
+        let f = &f;
+        async move {
+            eventually(&format!("an Event saying {text:?}"), WAIT, || async {
+                let events = f.events("mcp-01").await;
+                events.into_iter().find(|e| {
+                    e.reason.as_deref() == Some("ReconcileError") && e.note.as_deref().is_some_and(|n| n.contains(text))
+                })
+            })
+            .await
+        }
+    };
+    let first = with_note("No ProviderConfig found").await;
+    f.provider_config(json!([version("v0.9.3", "0.9.3")])).await;
+    let second = with_note("available versions are: v0.9.3").await;
+    assert_ne!(first.metadata.name, second.metadata.name, "two Events");
+    f.stop_operator().await;
+}
+
 #[tokio::test]
 async fn an_unknown_version_lists_the_offer_and_a_fixed_one_proceeds() {
     let mut f = Fixture::new(one("mcp-01", true)).await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::ApiResource;
-use kube::runtime::events::Recorder;
+use kube::runtime::events::Reporter;
 use service_provider_sdk::contract::{Cluster, Descriptor};
 
 use crate::clusters::ClientCache;
@@ -60,7 +60,7 @@ impl Context {
         pod_namespace: String,
         platform: Client,
         onboarding: Client,
-        recorder: Recorder,
+        reporter: Reporter,
         metrics: Arc<Metrics>,
     ) -> Self {
         let d = planner.descriptor();
@@ -68,7 +68,7 @@ impl Context {
         let provider_config = resource::of_kind(&d.provider_config);
         Context {
             field_manager: format!("service-provider-host/{provider_name}"),
-            status: StatusWriter { onboarding: onboarding.clone(), service: service.clone(), recorder },
+            status: StatusWriter { onboarding: onboarding.clone(), service: service.clone(), reporter },
             planner,
             provider_name,
             pod_namespace,
