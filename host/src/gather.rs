@@ -6,11 +6,12 @@
 
 use kube::api::ListParams;
 use serde_json::{Map, Value, json};
-use service_provider_sdk::contract::{Context, Detail, Input, KubeconfigRef, Observation, Observed};
+use service_provider_sdk::contract::{Cluster, Context, Detail, Input, KubeconfigRef, Observation, Observed};
 
 use crate::Error;
 use crate::instance::{Instance, Reach, reachable, scope_namespace};
 use crate::resource::{self, kind_absent};
+use crate::stores::Stores;
 
 /// The context for one instance.
 pub fn context(
@@ -100,8 +101,12 @@ pub fn observed_from(granted: &[Observation], context: &Context, cleanup: bool, 
 /// Reads every observation the plugin needs for this call from the clusters
 /// it can reach. Observations of unreachable clusters are left out, so the
 /// plugin can tell "none there" from "could not look".
+///
+/// A named object on the platform cluster that this provider made comes
+/// from the watch's store; anything else is read from its cluster.
 pub async fn observe(
     reach: &Reach<'_>,
+    stores: &Stores,
     granted: &[Observation],
     context: &Context,
     cleanup: bool,
@@ -109,9 +114,15 @@ pub async fn observe(
     let mut observed = Vec::new();
     for o in observations(granted, cleanup) {
         let Some(client) = reach.client(o.cluster) else { continue };
-        let api = resource::dynamic_api(client, &resource::of_kind(&o.api), scope_namespace(&o.scope, context));
+        let namespace = scope_namespace(&o.scope, context);
+        let api = resource::dynamic_api(client, &resource::of_kind(&o.api), namespace);
         let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
+        let stored = match (&o.name, o.cluster) {
+            (Some(name), Cluster::Platform) => stores.owned(&o.api.api_version(), &o.api.kind, namespace, name).found(),
+            _ => None,
+        };
         let objects: Vec<Value> = match (&o.name, o.detail) {
+            (Some(_), _) if stored.is_some() => vec![to_json(stored.as_deref(), &what)?],
             (Some(name), _) => match api.get_opt(name).await {
                 Ok(found) => found.map(|f| to_json(f, &what)).transpose()?.into_iter().collect(),
                 Err(e) if kind_absent(&e) => Vec::new(),

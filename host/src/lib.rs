@@ -47,6 +47,7 @@ pub mod resource;
 pub mod sandbox;
 pub mod server;
 pub mod status;
+pub mod stores;
 pub mod watch;
 
 pub use error::{Category, Error};

@@ -11,15 +11,21 @@
 //!   reconcile);
 //! - source Secrets in the pod namespace (exactly the instances whose last
 //!   plan copies them) and the copies themselves.
+//!
+//! Every one of these watches also fills a reflector store
+//! ([`crate::stores`]) that the reconciles read from, so one watch both
+//! wakes an instance and answers its reads. Stored objects lose their
+//! `managedFields` (nobody reads them; often the largest part).
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::api::DynamicObject;
+use futures::stream::BoxStream;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use service_provider_sdk::contract::Cluster;
@@ -30,6 +36,7 @@ use crate::access;
 use crate::owner::{LABEL_COPY_OF, Owner};
 use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
 use crate::resource;
+use crate::stores::{Stores, Watched};
 
 /// The kinds the plugin may copy: Secrets always, ConfigMaps when it asks
 /// for them anywhere (copies and objects share capabilities).
@@ -60,72 +67,109 @@ fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<Dynamic
     ObjectRef::new_with(name, ctx.service.clone()).within(namespace)
 }
 
+/// The stream of objects a watch sees.
+type Objects = BoxStream<'static, Result<DynamicObject, watcher::Error>>;
+
+/// A watch that fills a store on its way: the store, and the stream that
+/// must be polled (by the controller, as a trigger) for it to fill.
+fn reflect(
+    api: Api<DynamicObject>,
+    resource: ApiResource,
+    config: watcher::Config,
+    complete: bool,
+) -> (Watched, Objects) {
+    let writer = reflector::store::Writer::new(resource.clone());
+    let store = writer.as_reader();
+    let objects = watcher(api, config)
+        .default_backoff()
+        .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects()
+        .boxed();
+    (Watched { resource, store, complete }, objects)
+}
+
 /// Runs the controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let service = resource::dynamic_api(&ctx.onboarding, &ctx.service, ctx.watch_namespace.as_deref());
     let provider_selector = Owner::provider_selector(&ctx.provider_name);
-    let mut controller = Controller::new_with(service, watcher::Config::default().any_semantic(), ctx.service.clone())
+    let mut stores = Stores::default();
+    let (primary, objects) = reflect(service, ctx.service.clone(), watcher::Config::default().any_semantic(), true);
+    let mut controller = Controller::for_stream_with(objects, primary.store, ctx.service.clone())
         .with_config(controller::Config::default().concurrency(8));
 
     for resource in platform_kinds(&ctx) {
         info!(kind = %resource.kind, "watching managed objects on the platform cluster");
         let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &resource);
+        let config = watcher::Config::default().labels(&provider_selector);
+        let (watched, objects) = reflect(api, resource.clone(), config, false);
+        stores.owned.push(watched);
         let c = ctx.clone();
-        controller = controller.watches_with(
-            api,
-            resource,
-            watcher::Config::default().labels(&provider_selector),
+        controller = controller.watches_stream_with(
+            objects,
             move |o: DynamicObject| {
                 Owner::of(&o.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name))
             },
+            resource,
         );
     }
 
     let controller_name = ctx.descriptor().service.group.clone();
     let requests: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &access::access_request_resource());
+    let managed_by = format!("{}={}", access::LABEL_MANAGED_BY, names::label_value(&controller_name));
+    let (watched, objects) =
+        reflect(requests, access::access_request_resource(), watcher::Config::default().labels(&managed_by), false);
+    stores.access_requests = Some(watched);
     let c = ctx.clone();
-    controller = controller.watches_with(
-        requests,
-        access::access_request_resource(),
-        watcher::Config::default().labels(&format!(
-            "{}={}",
-            access::LABEL_MANAGED_BY,
-            names::label_value(&controller_name)
-        )),
+    controller = controller.watches_stream_with(
+        objects,
         move |ar: DynamicObject| {
             let labels = ar.labels();
             let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
             let namespace = labels.get(access::LABEL_ONBOARDING_NAMESPACE)?;
             Some(instance_ref(&c, namespace, name))
         },
+        access::access_request_resource(),
     );
 
     for kind in copied_kinds(&ctx) {
         // Sources in the pod namespace: exactly the instances whose last plan
         // copies them, so a rotated pull secret or CA bundle rolls out at once.
         let sources = resource::dynamic_api(&ctx.platform, &kind, Some(&ctx.pod_namespace));
+        let (watched, objects) = reflect(sources, kind.clone(), watcher::Config::default(), true);
+        stores.sources.push(watched);
         let c = ctx.clone();
         let source_kind = kind.kind.clone();
-        controller =
-            controller.watches_with(sources, kind.clone(), watcher::Config::default(), move |o: DynamicObject| {
+        controller = controller.watches_stream_with(
+            objects,
+            move |o: DynamicObject| {
                 let users = c.instances.users_of_source(&source_kind, &o.name_any());
                 users.into_iter().map(|(ns, name)| instance_ref(&c, &ns, &name)).collect::<Vec<_>>()
-            });
+            },
+            kind.clone(),
+        );
         // The copies on the platform cluster: an edit or deletion is undone.
         let copies = resource::dynamic_api(&ctx.platform, &kind, None);
+        let config = watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}"));
+        let (watched, objects) = reflect(copies, kind.clone(), config, false);
+        stores.copies.push(watched);
         let c = ctx.clone();
-        controller = controller.watches_with(
-            copies,
-            kind,
-            watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}")),
+        controller = controller.watches_stream_with(
+            objects,
             move |o: DynamicObject| {
                 Owner::of(&o.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name))
             },
+            kind,
         );
     }
 
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
-    let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), trigger));
+    let pcs: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
+    let by_name = watcher::Config::default().fields(&format!("metadata.name={}", ctx.provider_name));
+    let (watched, objects) = reflect(pcs, ctx.provider_config.clone(), by_name, true);
+    stores.provider_config = Some(watched);
+    ctx.set_stores(stores);
+    let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), objects, trigger));
     controller
         .reconcile_all_on(all)
         .graceful_shutdown_on(shutdown)
@@ -139,14 +183,18 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         })
         .await;
     provider_config.abort();
+    // The writers are gone with the watches: no reads from stale stores.
+    ctx.set_stores(Stores::default());
 }
 
 /// Watches the ProviderConfig: any change re-reconciles every instance; a
 /// `reconcile` operation annotation is removed first (one-shot trigger).
-async fn watch_provider_config(ctx: Arc<Context>, trigger: futures::channel::mpsc::UnboundedSender<()>) {
+async fn watch_provider_config(
+    ctx: Arc<Context>,
+    mut events: Objects,
+    trigger: futures::channel::mpsc::UnboundedSender<()>,
+) {
     let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
-    let config = watcher::Config::default().fields(&format!("metadata.name={}", ctx.provider_name));
-    let mut events = watcher(api.clone(), config).default_backoff().touched_objects().boxed();
     while let Some(event) = events.next().await {
         match event {
             Ok(pc) => {

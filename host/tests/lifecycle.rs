@@ -593,6 +593,48 @@ async fn a_no_op_reconcile_makes_no_write_requests() {
     assert_eq!(action, Action::requeue(Duration::from_secs(60)), "requeue after pollInterval");
 }
 
+/// With the controller running, a steady-state reconcile reads from the
+/// watches' stores and what it verified earlier: no request at all, on
+/// any cluster. A `reconcile` operation annotation makes it look again.
+#[tokio::test]
+async fn a_steady_state_reconcile_with_the_watches_running_makes_no_request() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("registry", DOCKER, "{}").await;
+    f.source_secret("pull", DOCKER, "{}").await;
+    f.provider_config(json!([{
+        "version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry",
+        "helmValues": {"imagePullSecrets": [{"name": "pull"}]}
+    }]))
+    .await;
+    let ctx = f.context().await;
+    f.start_operator_on(ctx.clone());
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+    let clusters = ["platform", "onboarding", "control-plane"];
+    let requests =
+        || clusters.iter().map(|c| f.metrics.requests(c, &["GET", "LIST"]) + f.metrics.writes(c)).sum::<u64>();
+    // Settled: the watch events of the last writes have come and gone.
+    let previous = std::sync::atomic::AtomicU64::new(requests());
+    eventually("no more requests for a second", WAIT, || async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = requests();
+        (previous.swap(now, std::sync::atomic::Ordering::Relaxed) == now).then_some(())
+    })
+    .await;
+    let object = Arc::new(f.kroes().get("mcp-01").await.unwrap());
+    let before = requests();
+    reconcile::reconcile(object.clone(), ctx.clone()).await.expect("reconcile");
+    assert_eq!(requests() - before, 0, "a steady-state reconcile made requests");
+
+    let control_plane_reads = f.metrics.requests("control-plane", &["GET"]);
+    f.patch_kro("mcp-01", json!({"metadata": {"annotations": {"openmcp.cloud/operation": "reconcile"}}})).await;
+    eventually("the full look reads the ControlPlane again", WAIT, || async {
+        (f.metrics.requests("control-plane", &["GET"]) > control_plane_reads).then_some(())
+    })
+    .await;
+    f.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_plugin_that_asks_for_a_workload_cluster_gets_one() {
     let mut f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true }).await;

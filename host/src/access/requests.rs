@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::{FINALIZER, InstanceAccess, access_request_resource, cluster_request_resource};
 use crate::Error;
+use crate::stores::Lookup;
 
 /// Whether the object carries every label of `labels` (a JSON object).
 fn has_labels(meta: &ObjectMeta, labels: &Value) -> bool {
@@ -61,13 +62,24 @@ impl Handle {
         }
     }
 
-    async fn find(&self, labels: &Value) -> Result<Found, Error> {
-        let live = self.api.get_opt(&self.name).await.map_err(|e| Error::kube(format!("reading {}", self.what), e))?;
+    /// What is there: from the store when it knows, else from the API.
+    async fn find(&self, labels: &Value, cached: Lookup) -> Result<Found, Error> {
+        let live = self.get(cached).await?;
         Ok(match live {
             None => Found::Missing,
             Some(live) if has_labels(&live.metadata, labels) => Found::Ours(Box::new(live)),
             Some(_) => Found::Foreign,
         })
+    }
+
+    async fn get(&self, cached: Lookup) -> Result<Option<DynamicObject>, Error> {
+        match cached {
+            Lookup::Found(object) => Ok(Some(DynamicObject::clone(&object))),
+            Lookup::Absent => Ok(None),
+            Lookup::Unknown => {
+                self.api.get_opt(&self.name).await.map_err(|e| Error::kube(format!("reading {}", self.what), e))
+            }
+        }
     }
 
     fn not_ours(&self) -> Error {
@@ -106,10 +118,11 @@ fn finalizers(live: &DynamicObject) -> Vec<String> {
 pub async fn ensure_access_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
+    cached: Lookup,
     field_manager: &str,
 ) -> Result<DynamicObject, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    let live = match handle.find(&request.labels()).await? {
+    let live = match handle.find(&request.labels(), cached).await? {
         Found::Missing => return handle.create(request.manifest(), field_manager).await,
         Found::Foreign => return Err(handle.not_ours()),
         Found::Ours(live) => *live,
@@ -138,9 +151,13 @@ pub async fn ensure_access_request(
 /// finalizer is left on it, removes that finalizer (as the openmcp library
 /// does). Returns true when it is gone. One that is not ours is left alone,
 /// but does not block the deletion.
-pub async fn delete_access_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
+pub async fn delete_access_request(
+    platform: &Client,
+    request: &InstanceAccess<'_>,
+    cached: Lookup,
+) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    let live = match handle.find(&request.labels()).await? {
+    let live = match handle.find(&request.labels(), cached).await? {
         Found::Missing | Found::Foreign => return Ok(true),
         Found::Ours(live) => live,
     };
@@ -166,7 +183,7 @@ pub async fn ensure_cluster_request(
     field_manager: &str,
 ) -> Result<DynamicObject, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    match handle.find(&request.labels()).await? {
+    match handle.find(&request.labels(), Lookup::Unknown).await? {
         Found::Missing => handle.create(request.cluster_request_manifest(), field_manager).await,
         Found::Foreign => Err(handle.not_ours()),
         Found::Ours(live) => Ok(*live),
@@ -176,7 +193,7 @@ pub async fn ensure_cluster_request(
 /// Deletes the workload ClusterRequest; returns true once it is gone.
 pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    match handle.find(&request.labels()).await? {
+    match handle.find(&request.labels(), Lookup::Unknown).await? {
         Found::Missing | Found::Foreign => Ok(true),
         Found::Ours(live) if !deleting(&live) => handle.delete().await,
         Found::Ours(_) => Ok(false),
@@ -187,7 +204,7 @@ pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<
 pub async fn get_access_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
+    cached: Lookup,
 ) -> Result<Option<DynamicObject>, Error> {
-    let handle = Handle::new(platform, request, &access_request_resource());
-    handle.api.get_opt(&handle.name).await.map_err(|e| Error::kube(format!("reading {}", handle.what), e))
+    Handle::new(platform, request, &access_request_resource()).get(cached).await
 }

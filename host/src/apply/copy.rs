@@ -10,11 +10,14 @@
 //! overwriting each other's owner labels on every poll.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams};
-use kube::{Api, Client};
-use service_provider_sdk::contract::{CopyKind, ObjectCopy};
+use kube::api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use service_provider_sdk::contract::{Cluster, CopyKind, ObjectCopy};
 use service_provider_sdk::names;
 
 use super::Change;
@@ -22,6 +25,7 @@ use crate::Error;
 use crate::grant::Effective;
 use crate::grant::hard::Source;
 use crate::owner::{ANNOTATION_COPY_OF, ANNOTATION_INSTANCE, LABEL_COPY_OF, Owner};
+use crate::stores::{Lookup, Stores};
 
 /// What decides whether a source may be copied.
 pub struct Sources<'a> {
@@ -37,6 +41,9 @@ pub struct CopyJob<'a> {
     pub pod_namespace: &'a str,
     pub target: &'a Client,
     pub sources: &'a Sources<'a>,
+    /// Where the source, and a copy on the platform cluster, are read from
+    /// first.
+    pub stores: &'a Stores,
     pub owner: &'a Owner,
     pub field_manager: &'a str,
 }
@@ -48,6 +55,38 @@ impl CopyJob<'_> {
             CopyKind::Secret(required) => self.secret(copy, required).await,
             CopyKind::ConfigMap => self.config_map(copy).await,
         }
+    }
+
+    /// The source in the pod namespace: from its store, else the API.
+    async fn source<K>(&self, copy: &ObjectCopy) -> Result<K, Error>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    {
+        let what = || format!("reading {} {}/{}", copy.kind(), self.pod_namespace, copy.source_name);
+        let found = match self.stores.source(copy.kind(), self.pod_namespace, &copy.source_name) {
+            Lookup::Found(object) => Some(typed(&object).map_err(|e| Error::json(what(), e))?),
+            Lookup::Absent => None,
+            Lookup::Unknown => Api::<K>::namespaced(self.platform.clone(), self.pod_namespace)
+                .get_opt(&copy.source_name)
+                .await
+                .map_err(|e| Error::kube(what(), e))?,
+        };
+        found.ok_or_else(|| self.missing(copy))
+    }
+
+    /// The target as it is: a copy on the platform cluster from its store
+    /// when there, else from the API (which also finds what is not ours).
+    async fn target<K>(&self, api: &Api<K>, copy: &ObjectCopy) -> Result<Option<K>, Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        let what = || format!("reading {}", Self::place(copy));
+        if copy.target_cluster == Cluster::Platform
+            && let Some(object) = self.stores.copy(copy.kind(), &copy.target_namespace, &copy.target_name).found()
+        {
+            return typed(&object).map(Some).map_err(|e| Error::json(what(), e));
+        }
+        api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(what(), e))
     }
 
     fn missing(&self, copy: &ObjectCopy) -> Error {
@@ -131,9 +170,7 @@ impl CopyJob<'_> {
     }
 
     async fn secret(&self, copy: &ObjectCopy, required: &str) -> Result<Change, Error> {
-        let source_api = Api::<Secret>::namespaced(self.platform.clone(), self.pod_namespace);
-        let read = |e| Error::kube(format!("reading Secret {}/{}", self.pod_namespace, copy.source_name), e);
-        let source = source_api.get_opt(&copy.source_name).await.map_err(read)?.ok_or_else(|| self.missing(copy))?;
+        let source: Secret = self.source(copy).await?;
         let keys: Vec<&str> = source.data.iter().flatten().map(|(k, _)| k.as_str()).collect();
         self.check_source(copy, &source.metadata, source.type_.as_deref(), &keys)?;
         let source_type = source.type_.clone().unwrap_or_else(|| "Opaque".to_string());
@@ -152,9 +189,7 @@ impl CopyJob<'_> {
             data: Some(source.data.clone().unwrap_or_default()),
             ..Default::default()
         };
-        if let Some(live) =
-            api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?
-        {
+        if let Some(live) = self.target(&api, copy).await? {
             let holder = self.holder(copy, &live.metadata)?;
             let same_type = live.type_.as_deref().unwrap_or("Opaque") == source_type;
             let same_content = same_type && live.data == desired.data;
@@ -176,9 +211,7 @@ impl CopyJob<'_> {
     }
 
     async fn config_map(&self, copy: &ObjectCopy) -> Result<Change, Error> {
-        let source_api = Api::<ConfigMap>::namespaced(self.platform.clone(), self.pod_namespace);
-        let read = |e| Error::kube(format!("reading ConfigMap {}/{}", self.pod_namespace, copy.source_name), e);
-        let source = source_api.get_opt(&copy.source_name).await.map_err(read)?.ok_or_else(|| self.missing(copy))?;
+        let source: ConfigMap = self.source(copy).await?;
         let keys: Vec<&str> = source
             .data
             .iter()
@@ -196,9 +229,7 @@ impl CopyJob<'_> {
             binary_data: source.binary_data.clone(),
             ..Default::default()
         };
-        if let Some(live) =
-            api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?
-        {
+        if let Some(live) = self.target(&api, copy).await? {
             let holder = self.holder(copy, &live.metadata)?;
             let same_content = live.data == desired.data && live.binary_data == desired.binary_data;
             let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
@@ -211,6 +242,11 @@ impl CopyJob<'_> {
             .map_err(|e| Error::kube(format!("writing {place}"), e))?;
         Ok(Change::Written)
     }
+}
+
+/// A stored object as its typed kind.
+fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, serde_json::Error> {
+    serde_json::to_value(object).and_then(serde_json::from_value)
 }
 
 /// Who holds an existing copy target.

@@ -17,7 +17,7 @@ pub mod crds;
 pub mod prune;
 
 use kube::Client;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use service_provider_sdk::contract::ObjectRef;
 use sha2::{Digest, Sha256};
@@ -26,6 +26,7 @@ use crate::Error;
 use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plan::Manifest;
 use crate::resource::{api_resource, dynamic_api, kind_absent};
+use crate::stores::Lookup;
 
 pub use copy::{CopyJob, Sources};
 pub use prune::{Scope, prune};
@@ -94,7 +95,15 @@ fn shared_place(manifest: &Manifest) -> bool {
 }
 
 /// Server-side applies one desired object, unless that would change nothing.
-pub async fn apply(client: &Client, manifest: &Manifest, owner: &Owner, field_manager: &str) -> Result<Change, Error> {
+/// The live object comes from `cached` when a store has it, else from the
+/// API server.
+pub async fn apply(
+    client: &Client,
+    manifest: &Manifest,
+    cached: Lookup,
+    owner: &Owner,
+    field_manager: &str,
+) -> Result<Change, Error> {
     let resource = api_resource(&manifest.api_version, &manifest.kind, &manifest.plural);
     let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
     let desired = decorate(&manifest.object, owner)?;
@@ -105,7 +114,12 @@ pub async fn apply(client: &Client, manifest: &Manifest, owner: &Owner, field_ma
             manifest.namespace.as_ref().map_or(manifest.name.clone(), |ns| format!("{ns}/{}", manifest.name))
         )
     };
-    let live = api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?;
+    let live = match cached {
+        Lookup::Found(live) => Some(DynamicObject::clone(&live)),
+        Lookup::Absent | Lookup::Unknown => {
+            api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?
+        }
+    };
     if let Some(live) = live {
         // Never adopt: only what this instance created is updated.
         if !owner.owns(&live.metadata) {

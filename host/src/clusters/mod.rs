@@ -121,6 +121,12 @@ impl ClientCache {
         Ok(client)
     }
 
+    /// The client last built from the Secret in `at`, without reading it.
+    pub fn cached(&self, at: &KubeconfigRef) -> Option<Client> {
+        let clients = self.clients.lock().expect("not poisoned");
+        clients.get(&(at.namespace.clone(), at.name.clone())).map(|(_, client)| client.clone())
+    }
+
     /// Forgets the client of a Secret (e.g. after its AccessRequest is gone).
     pub fn forget(&self, at: &KubeconfigRef) {
         self.clients.lock().expect("not poisoned").remove(&(at.namespace.clone(), at.name.clone()));

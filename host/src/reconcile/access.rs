@@ -6,7 +6,7 @@ use kube::Client;
 use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tracing::warn;
 
-use super::Context;
+use super::{Context, InstanceKey};
 use crate::Error;
 use crate::access::{self, Grant, InstanceAccess, Target};
 use crate::instance::Instance;
@@ -46,6 +46,27 @@ fn what(target: Target) -> &'static str {
     }
 }
 
+/// The client for a granted cluster. Its kubeconfig Secret is read again
+/// only every [`super::context::VERIFY_INTERVAL`], after a failure of the
+/// instance (a rotated token shows as a 401) or when a `reconcile`
+/// operation asks for it.
+pub(super) async fn client_for(
+    ctx: &Context,
+    key: &InstanceKey,
+    at: &KubeconfigRef,
+    cluster: Cluster,
+) -> Result<Client, Error> {
+    let what = format!("kubeconfig {}/{}", at.namespace, at.name);
+    if ctx.instances.is_verified(key, &what, 0)
+        && let Some(client) = ctx.clients.cached(at)
+    {
+        return Ok(client);
+    }
+    let client = ctx.clients.get(&ctx.platform, at, cluster, &ctx.metrics).await?;
+    ctx.instances.set_verified(key, what, 0);
+    Ok(client)
+}
+
 /// Requests access (creating the workload ClusterRequest first when needed)
 /// and reads the grant.
 pub(super) async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Result<Obtained, Error> {
@@ -56,7 +77,8 @@ pub(super) async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Resul
             return Err(Error::Access(format!("the workload cluster was denied: ClusterRequest {place}")));
         }
     }
-    let live = access::ensure_access_request(&ctx.platform, request, &ctx.field_manager).await?;
+    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
+    let live = access::ensure_access_request(&ctx.platform, request, cached, &ctx.field_manager).await?;
     let what = what(request.target);
     match access::grant(&live) {
         Grant::Granted(at) => Ok(Obtained::Granted(at)),
@@ -72,7 +94,8 @@ pub(super) async fn remaining_access(
     request: &InstanceAccess<'_>,
     cluster: Cluster,
 ) -> Result<Option<(KubeconfigRef, Client)>, Error> {
-    let live = access::get_access_request(&ctx.platform, request).await?;
+    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
+    let live = access::get_access_request(&ctx.platform, request, cached).await?;
     let granted = live.filter(|ar| ar.metadata.deletion_timestamp.is_none()).and_then(|ar| match access::grant(&ar) {
         Grant::Granted(at) => Some(at),
         _ => None,

@@ -1,19 +1,22 @@
 //! The apply path of a live instance:
 //! access → gather → plan → apply (in [`Step`] order) → prune → status.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, PlanError};
 use tracing::info;
 
-use super::access::{Obtained, instance_access, obtain};
+use super::access::{Obtained, client_for, instance_access, obtain};
 use super::{Context, DEFAULT_POLL, Outcome, WAIT, key_of, requeue, timed};
 use crate::access::{self, Target};
 use crate::apply::{self, Change, CopyJob, Scope, Sources};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plan::{self, CheckedPlan, Step};
+use crate::stores::Lookup;
 use crate::{Error, gather, status};
 
 /// Reconciles a live instance. Failures are recorded in its status; those
@@ -50,7 +53,12 @@ async fn apply_with_config(
     ctx: &Context,
 ) -> Result<(Outcome, Action), Error> {
     let tenant = instance.tenant_namespace();
-    access::ensure_namespace(&ctx.platform, &tenant).await?;
+    let key = key_of(object);
+    let namespace_checked = format!("namespace {tenant}");
+    if !ctx.instances.is_verified(&key, &namespace_checked, 0) {
+        access::ensure_namespace(&ctx.platform, &tenant).await?;
+        ctx.instances.set_verified(&key, namespace_checked, 0);
+    }
     let mut targets = vec![Target::ControlPlane];
     if ctx.granted().workload_cluster {
         targets.push(Target::Workload);
@@ -67,15 +75,15 @@ async fn apply_with_config(
     }
     let control_plane = granted.remove(0);
     let workload = granted.pop();
-    let cp = ctx.clients.get(&ctx.platform, &control_plane, Cluster::ControlPlane, &ctx.metrics).await?;
+    let cp = client_for(ctx, &key, &control_plane, Cluster::ControlPlane).await?;
     let wl = match &workload {
-        Some(at) => Some(ctx.clients.get(&ctx.platform, at, Cluster::Workload, &ctx.metrics).await?),
+        Some(at) => Some(client_for(ctx, &key, at, Cluster::Workload).await?),
         None => None,
     };
     let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), workload);
     let reach =
         Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
-    let observed = gather::observe(&reach, &ctx.granted().observations, &context, false).await?;
+    let observed = gather::observe(&reach, &ctx.stores(), &ctx.granted().observations, &context, false).await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
     let plan = match timed(ctx, "plan", plan::reconcile(&ctx.planner, &input)).await? {
@@ -89,7 +97,6 @@ async fn apply_with_config(
 
     // Record the sources first: if a copy fails because its source is
     // missing, creating that Secret must re-trigger this instance.
-    let key = key_of(object);
     ctx.instances
         .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
     let writes = write(ctx, instance, &reach, &plan, provider_config).await?;
@@ -123,11 +130,23 @@ async fn write(
         }
         ctx.instances.set_crds_installed(&key_of_instance(instance));
     }
+    let key = key_of_instance(instance);
+    let stores = ctx.stores();
     for step in plan.steps() {
+        let unwatched = unwatched(ctx, &step);
+        if let Some((what, digest)) = &unwatched
+            && ctx.instances.is_verified(&key, what, *digest)
+        {
+            continue;
+        }
         let change = match step {
             Step::Apply(m) => {
                 let client = reach.client(m.cluster).expect("checked by plan::check_plan");
-                apply::apply(client, m, &owner, &ctx.field_manager).await?
+                let cached = match m.cluster {
+                    Cluster::Platform => stores.owned(&m.api_version, &m.kind, m.namespace.as_deref(), &m.name),
+                    _ => Lookup::Unknown,
+                };
+                apply::apply(client, m, cached, &owner, &ctx.field_manager).await?
             }
             Step::Copy(copy) => {
                 let job = CopyJob {
@@ -135,15 +154,45 @@ async fn write(
                     pod_namespace: &ctx.pod_namespace,
                     target: reach.client(copy.target_cluster).expect("checked by plan::check_plan"),
                     sources: &sources,
+                    stores: &stores,
                     owner: &owner,
                     field_manager: &ctx.field_manager,
                 };
                 job.copy(copy).await?
             }
         };
+        if let Some((what, digest)) = unwatched {
+            ctx.instances.set_verified(&key, what, digest);
+        }
         writes += usize::from(change == Change::Written);
     }
     Ok(writes)
+}
+
+/// For a step on a cluster the host does not watch (a ControlPlane, a
+/// workload cluster): what it is and a digest of what it wants, so that an
+/// unchanged step verified recently is not read again. A copy's digest
+/// includes its source's `resourceVersion` (a rotated source is copied at
+/// once); without the source in a store there is no digest.
+fn unwatched(ctx: &Context, step: &Step<'_>) -> Option<(String, u64)> {
+    let digest = |text: &str| {
+        let mut hasher = DefaultHasher::new();
+        text.hash(&mut hasher);
+        hasher.finish()
+    };
+    match step {
+        Step::Apply(m) if m.cluster != Cluster::Platform => {
+            let place = m.namespace.as_ref().map_or(m.name.clone(), |ns| format!("{ns}/{}", m.name));
+            Some((format!("{} {} {} {place}", m.cluster, m.api_version, m.kind), digest(&m.object.to_string())))
+        }
+        Step::Copy(copy) if copy.target_cluster != Cluster::Platform => {
+            let source = ctx.stores().source(copy.kind(), &ctx.pod_namespace, &copy.source_name).found()?;
+            let version = source.metadata.resource_version.clone()?;
+            let what = format!("{} copy {}/{}", copy.target_cluster, copy.target_namespace, copy.target_name);
+            Some((what, digest(&format!("{copy:?} {version}"))))
+        }
+        _ => None,
+    }
 }
 
 fn key_of_instance(instance: &Instance) -> (String, String) {

@@ -74,7 +74,7 @@ async fn cleanup_steps(
         control_plane: cp.as_ref().map(|(_, c)| c),
         workload: wl.as_ref().map(|(_, c)| c),
     };
-    let observed = gather::observe(&reach, &ctx.granted().observations, &context, true).await?;
+    let observed = gather::observe(&reach, &ctx.stores(), &ctx.granted().observations, &context, true).await?;
     let input = gather::input(raw, provider_config, context, observed);
     let owner = instance.owner(&ctx.provider_name);
 
@@ -143,7 +143,8 @@ async fn cleanup_steps(
 /// of one cluster; "not yet" until they are gone.
 async fn revoke(ctx: &Context, request: &InstanceAccess<'_>) -> Result<(), Error> {
     let tenant = request.tenant_namespace;
-    if !access::delete_access_request(&ctx.platform, request).await? {
+    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
+    if !access::delete_access_request(&ctx.platform, request, cached).await? {
         let reason = format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name());
         return Err(not_yet(reason, WAIT));
     }
@@ -156,7 +157,8 @@ async fn revoke(ctx: &Context, request: &InstanceAccess<'_>) -> Result<(), Error
 
 /// Whether the AccessRequest is being deleted.
 async fn being_revoked(ctx: &Context, request: &InstanceAccess<'_>) -> Result<bool, Error> {
-    let live = access::get_access_request(&ctx.platform, request).await?;
+    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
+    let live = access::get_access_request(&ctx.platform, request, cached).await?;
     Ok(live.is_some_and(|ar| ar.metadata.deletion_timestamp.is_some()))
 }
 

@@ -2,7 +2,7 @@
 //! and the little state the host keeps per instance between reconciles.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::plan::{Inventory, Planner};
 use crate::resource;
 use crate::status::StatusWriter;
+use crate::stores::Stores;
 
 /// `(namespace, name)` of a service object.
 pub type InstanceKey = (String, String);
@@ -48,10 +49,19 @@ pub struct Context {
     /// During deletion, how long a granted cluster that does not answer is
     /// waited for before the instance is cleaned up without it.
     pub unreachable_grace: Duration,
+    /// The watch's stores while the controller runs ([`crate::watch::run`]).
+    stores: RwLock<Arc<Stores>>,
 }
 
 /// Default of [`Context::unreachable_grace`].
 pub const UNREACHABLE_GRACE: Duration = Duration::from_secs(300);
+
+/// How long something checked on a cluster the host does not watch (an
+/// object on a ControlPlane, a kubeconfig Secret, a namespace) is trusted
+/// to be as it was, unless the instance fails or a `reconcile` operation
+/// asks for a full look. Drift there is repaired within this time; what the
+/// host watches is repaired at once.
+pub const VERIFY_INTERVAL: Duration = Duration::from_secs(600);
 
 impl Context {
     pub fn new(
@@ -82,6 +92,7 @@ impl Context {
             reserved_secrets: Vec::new(),
             instances: InstanceState::default(),
             unreachable_grace: UNREACHABLE_GRACE,
+            stores: RwLock::default(),
         }
     }
 
@@ -91,6 +102,17 @@ impl Context {
 
     pub fn granted(&self) -> &Effective {
         &self.planner.granted
+    }
+
+    /// The stores to read from; empty (every lookup unknown) while no
+    /// controller runs.
+    pub fn stores(&self) -> Arc<Stores> {
+        self.stores.read().expect("not poisoned").clone()
+    }
+
+    /// Replaces the stores (a controller starts or stops).
+    pub fn set_stores(&self, stores: Stores) {
+        *self.stores.write().expect("not poisoned") = Arc::new(stores);
     }
 }
 
@@ -108,7 +130,13 @@ pub struct InstanceState {
     crds: Mutex<BTreeSet<InstanceKey>>,
     /// Since when a cluster of an instance has not answered (while deleting).
     unreachable: Mutex<HashMap<(InstanceKey, Cluster), Instant>>,
+    /// What was last found up to date outside the watches: what → (digest
+    /// of what was wanted, when).
+    verified: Mutex<HashMap<InstanceKey, Verified>>,
 }
+
+/// Per instance: what was found up to date → (digest of what was wanted, when).
+type Verified = HashMap<String, (u64, Instant)>;
 
 impl InstanceState {
     /// Records which sources an instance's plan copies.
@@ -124,8 +152,31 @@ impl InstanceState {
         users.iter().filter(|(_, sources)| sources.contains(&source)).map(|(k, _)| k.clone()).collect()
     }
 
-    /// One more failure; returns how many in a row.
+    /// Whether `what`, wanted as `digest`, was found up to date within
+    /// [`VERIFY_INTERVAL`].
+    pub fn is_verified(&self, key: &InstanceKey, what: &str, digest: u64) -> bool {
+        let verified = self.verified.lock().expect("not poisoned");
+        verified
+            .get(key)
+            .and_then(|v| v.get(what))
+            .is_some_and(|(d, at)| *d == digest && at.elapsed() < VERIFY_INTERVAL)
+    }
+
+    /// Records that `what` is up to date as `digest`.
+    pub fn set_verified(&self, key: &InstanceKey, what: String, digest: u64) {
+        let mut verified = self.verified.lock().expect("not poisoned");
+        verified.entry(key.clone()).or_default().insert(what, (digest, Instant::now()));
+    }
+
+    /// Forgets what was verified: the next reconcile looks at everything.
+    pub fn unverify(&self, key: &InstanceKey) {
+        self.verified.lock().expect("not poisoned").remove(key);
+    }
+
+    /// One more failure; returns how many in a row. What was verified is
+    /// no longer trusted.
     pub fn failed(&self, key: &InstanceKey) -> u32 {
+        self.unverify(key);
         let mut failures = self.failures.lock().expect("not poisoned");
         let n = failures.entry(key.clone()).or_insert(0);
         *n = n.saturating_add(1);
@@ -171,6 +222,7 @@ impl InstanceState {
         self.inventories.lock().expect("not poisoned").remove(key);
         self.crds.lock().expect("not poisoned").remove(key);
         self.unreachable.lock().expect("not poisoned").retain(|(k, _), _| k != key);
+        self.unverify(key);
     }
 }
 
@@ -215,6 +267,21 @@ mod tests {
         assert!(state.unanswered(&key("a"), Cluster::ControlPlane) >= first);
         state.forget(&key("a"));
         assert!(state.unreachable.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn verified_things_are_trusted_until_they_change_or_the_instance_fails() {
+        let state = InstanceState::default();
+        assert!(!state.is_verified(&key("a"), "x", 1));
+        state.set_verified(&key("a"), "x".into(), 1);
+        assert!(state.is_verified(&key("a"), "x", 1));
+        assert!(!state.is_verified(&key("a"), "x", 2), "something else is wanted now");
+        assert!(!state.is_verified(&key("b"), "x", 1), "per instance");
+        state.failed(&key("a"));
+        assert!(!state.is_verified(&key("a"), "x", 1), "a failure distrusts everything");
+        state.set_verified(&key("a"), "x".into(), 1);
+        state.forget(&key("a"));
+        assert!(!state.is_verified(&key("a"), "x", 1));
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub use context::{Context, InstanceKey};
 
 use crate::Error;
 use crate::error::report;
+use crate::stores::Lookup;
 
 /// The openmcp operation annotation and its values.
 pub const OPERATION: &str = "openmcp.cloud/operation";
@@ -171,6 +172,8 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
     }
     let object = if operation(&object) == Some(OPERATION_RECONCILE) {
         info!("reconcile requested by annotation");
+        // A full look: nothing verified earlier is trusted.
+        ctx.instances.unverify(&key_of(&object));
         Arc::new(consume_reconcile_annotation(&api, &name).await?)
     } else {
         object
@@ -202,9 +205,15 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
 /// The ProviderConfig named `--provider-name`, unless it is missing or being
 /// deleted.
 pub async fn read_provider_config(ctx: &Context) -> Result<Option<Value>, Error> {
-    let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
     let what = || format!("reading {} {}", ctx.provider_config.kind, ctx.provider_name);
-    let pc = api.get_opt(&ctx.provider_name).await.map_err(|e| Error::kube(what(), e))?;
+    let pc = match ctx.stores().provider_config(&ctx.provider_name) {
+        Lookup::Found(pc) => Some(DynamicObject::clone(&pc)),
+        Lookup::Absent => None,
+        Lookup::Unknown => {
+            let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
+            api.get_opt(&ctx.provider_name).await.map_err(|e| Error::kube(what(), e))?
+        }
+    };
     pc.filter(|pc| pc.metadata.deletion_timestamp.is_none())
         .map(serde_json::to_value)
         .transpose()
