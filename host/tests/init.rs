@@ -21,12 +21,21 @@ fn plugin() -> std::path::PathBuf {
 /// Runs `service-provider-host init` (off the async threads) as openmcp's
 /// init Job would: platform cluster from KUBECONFIG, `POD_NAMESPACE` set.
 async fn run_init(platform: &Cluster, pod_ns: &str, provider: &str) -> Output {
+    run_init_with(platform, pod_ns, provider, &[]).await
+}
+
+async fn run_init_with(platform: &Cluster, pod_ns: &str, provider: &str, args: &[&str]) -> Output {
+    run_init_at(&platform.kubeconfig_path(), pod_ns, provider, args).await
+}
+
+async fn run_init_at(kubeconfig: &std::path::Path, pod_ns: &str, provider: &str, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_service-provider-host"));
     cmd.args(["init", "--environment", "test", "--provider-name", provider, "-v", "DEBUG"])
         .args(["--onboarding-timeout-seconds", "60"])
+        .args(args)
         .arg("--plugin")
         .arg(plugin())
-        .env("KUBECONFIG", platform.kubeconfig_path())
+        .env("KUBECONFIG", kubeconfig)
         .env("POD_NAMESPACE", pod_ns)
         .env_remove("ONBOARDING_KUBECONFIG");
     tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.expect("joined")
@@ -59,7 +68,32 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     }))
     .unwrap();
     providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
-    // openmcp-operator gives it a status before running the init job.
+    let simulator = OpenMcpSimulator::start(
+        &platform,
+        &onboarding,
+        SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], ..Default::default() },
+    );
+
+    // openmcp-operator has not given the ServiceProvider a status yet: init
+    // waits for it, saying so, and gives up with a clear message.
+    let out = run_init_with(&platform, &pod_ns, &provider, &["--service-provider-timeout-seconds", "2"]).await;
+    assert!(!out.status.success(), "init must not register before openmcp reconciled the ServiceProvider");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ") && last.contains("has no status yet") && last.contains("gave up registering Kro"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("422"), "no raw API error: {stderr}");
+
+    // Once openmcp reconciles it, a waiting init goes on.
+    let waiting = tokio::spawn({
+        let platform_kubeconfig = platform.kubeconfig_path();
+        let (pod_ns, provider) = (pod_ns.clone(), provider.clone());
+        async move { run_init_at(&platform_kubeconfig, &pod_ns, &provider, &[]).await }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!waiting.is_finished(), "init waits for the ServiceProvider's status");
     providers
         .patch_status(
             &provider,
@@ -68,14 +102,10 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
         )
         .await
         .expect("ServiceProvider status");
-
-    let simulator = OpenMcpSimulator::start(
-        &platform,
-        &onboarding,
-        SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], ..Default::default() },
-    );
-    let out = run_init(&platform, &pod_ns, &provider).await;
-    assert!(out.status.success(), "init failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = waiting.await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "init failed: {stderr}");
+    assert!(stderr.contains("waiting for openmcp before registering Kro"), "{stderr}");
 
     let crd = |client: &kube::Client, name: &str| {
         let api = Api::<CustomResourceDefinition>::all(client.clone());

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use envtest::crds::{self, Purpose};
 use envtest::{
-    Cluster, ClusterOptions, FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv, eventually,
+    Cluster, ClusterOptions, FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TargetCluster, TestEnv,
+    eventually,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -99,9 +100,31 @@ pub struct Options {
     pub workload: bool,
 }
 
+/// Where a [`Fixture`] runs and what it is called; every field defaults to
+/// the usual (the shared environment, unique names).
+#[derive(Default)]
+pub struct Setup {
+    /// The clusters (default: [`envtest::shared`]).
+    pub env: Option<&'static TestEnv>,
+    /// The provider's pod namespace (created if missing).
+    pub pod_namespace: Option<String>,
+    /// `--provider-name`.
+    pub provider: Option<String>,
+    /// The kubeconfig the openmcp simulator hands out for the onboarding
+    /// cluster (default: its admin kubeconfig), e.g. a revocable token.
+    pub onboarding_kubeconfig: Option<String>,
+}
+
 impl Fixture {
     pub async fn new(options: Options) -> Fixture {
-        let env = envtest::shared().await.expect("test environment");
+        Fixture::new_with(options, Setup::default()).await
+    }
+
+    pub async fn new_with(options: Options, setup: Setup) -> Fixture {
+        let env = match setup.env {
+            Some(env) => env,
+            None => envtest::shared().await.expect("test environment"),
+        };
         let (cp, rgd_crds) = tokio::join!(
             Cluster::start(ClusterOptions::new("cp")),
             tokio::task::spawn_blocking(|| crds::crds_for(Purpose::ControlPlane))
@@ -115,8 +138,8 @@ impl Fixture {
             false => None,
         };
         let ns = unique("tenant");
-        let pod_ns = unique("provider");
-        let provider = unique("kro");
+        let pod_ns = setup.pod_namespace.unwrap_or_else(|| unique("provider"));
+        let provider = setup.provider.unwrap_or_else(|| unique("kro"));
         let platform = env.platform.client().await.expect("client");
         let onboarding = env.onboarding.client().await.expect("client");
         for (client, name) in [(&onboarding, &ns), (&platform, &pod_ns)] {
@@ -124,11 +147,18 @@ impl Fixture {
                 metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
                 ..Default::default()
             };
-            Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.expect("namespace");
+            match Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await {
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                other => drop(other.expect("namespace")),
+            }
         }
-        let openmcp = OpenMcpSimulator::start(
-            &env.platform,
-            &env.onboarding,
+        let onboarding_target = TargetCluster {
+            name: env.onboarding.name().to_string(),
+            kubeconfig: setup.onboarding_kubeconfig.unwrap_or_else(|| env.onboarding.kubeconfig_yaml().to_string()),
+        };
+        let openmcp = OpenMcpSimulator::start_with(
+            env.platform.kubeconfig_yaml(),
+            onboarding_target,
             SimulatorOptions {
                 provider_namespaces: vec![pod_ns.clone()],
                 remove_clusteraccess_finalizer: false,

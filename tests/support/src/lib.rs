@@ -4,10 +4,15 @@
 //! - [`plugins`]: where the plugin components are, compiled once per process;
 //! - [`unique`]: names that never collide within a run;
 //! - [`fixture`]: the host's controller on real API servers (`envtest`),
-//!   with the openmcp and Flux simulators.
+//!   with the openmcp and Flux simulators;
+//! - [`identity`]: ServiceAccount tokens and an audited platform cluster;
+//! - [`process`]: the host as a process (this build's binary or the
+//!   container image), its probes and metrics.
 
 pub mod fixture;
+pub mod identity;
 pub mod plugins;
+pub mod process;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
