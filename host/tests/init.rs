@@ -29,6 +29,11 @@ async fn run_init_with(platform: &Cluster, pod_ns: &str, provider: &str, args: &
 }
 
 async fn run_init_at(kubeconfig: &std::path::Path, pod_ns: &str, provider: &str, args: &[&str]) -> Output {
+    let mut cmd = init_command(kubeconfig, pod_ns, provider, args);
+    tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.expect("joined")
+}
+
+fn init_command(kubeconfig: &std::path::Path, pod_ns: &str, provider: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_service-provider-host"));
     cmd.args(["init", "--environment", "test", "--provider-name", provider, "-v", "DEBUG"])
         .args(["--onboarding-timeout-seconds", "60"])
@@ -38,7 +43,7 @@ async fn run_init_at(kubeconfig: &std::path::Path, pod_ns: &str, provider: &str,
         .env("KUBECONFIG", kubeconfig)
         .env("POD_NAMESPACE", pod_ns)
         .env_remove("ONBOARDING_KUBECONFIG");
-    tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.expect("joined")
+    cmd
 }
 
 #[tokio::test]
@@ -82,18 +87,30 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     let last = stderr.lines().last().unwrap_or_default();
     assert!(
         last.starts_with("error: ") && last.contains("has no status yet") && last.contains("gave up registering Kro"),
-        "{stderr}"
+        "last line {last:?} of:\n{stderr}"
     );
-    assert!(!stderr.contains("422"), "no raw API error: {stderr}");
+    assert!(!last.contains("422") && !stderr.contains("Required value"), "no raw API error: {last}");
 
     // Once openmcp reconciles it, a waiting init goes on.
-    let waiting = tokio::spawn({
-        let platform_kubeconfig = platform.kubeconfig_path();
-        let (pod_ns, provider) = (pod_ns.clone(), provider.clone());
-        async move { run_init_at(&platform_kubeconfig, &pod_ns, &provider, &[]).await }
+    let mut cmd = init_command(&platform.kubeconfig_path(), &pod_ns, &provider, &[]);
+    let mut child = cmd.stderr(std::process::Stdio::piped()).spawn().expect("init starts");
+    let (said, waits) = tokio::sync::oneshot::channel();
+    let reader = std::thread::spawn({
+        let stderr = child.stderr.take().unwrap();
+        move || {
+            let mut said = Some(said);
+            let mut text = String::new();
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+                if line.contains("waiting for openmcp before registering Kro") {
+                    said.take().map(|s| s.send(()));
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        }
     });
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!waiting.is_finished(), "init waits for the ServiceProvider's status");
+    tokio::time::timeout(Duration::from_secs(60), waits).await.expect("init says it waits").unwrap();
     providers
         .patch_status(
             &provider,
@@ -102,10 +119,10 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
         )
         .await
         .expect("ServiceProvider status");
-    let out = waiting.await.unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "init failed: {stderr}");
-    assert!(stderr.contains("waiting for openmcp before registering Kro"), "{stderr}");
+    let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
+    let stderr = reader.join().unwrap();
+    assert!(status.success(), "init failed: {stderr}");
+    assert!(stderr.contains("service kind registered"), "{stderr}");
 
     let crd = |client: &kube::Client, name: &str| {
         let api = Api::<CustomResourceDefinition>::all(client.clone());

@@ -16,6 +16,9 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 const ONBOARDING_SECRET: &str = "kro.services.open-control-plane.io--onboarding-run";
+/// kube-apiserver remembers a token's successful authentication for 10 s:
+/// a revoked token works that much longer.
+const TOKEN_CACHE: Duration = Duration::from_secs(11);
 
 /// Puts `kubeconfig` into the onboarding Secret, as openmcp does when it
 /// renews the credentials.
@@ -52,6 +55,7 @@ async fn onboarding_credentials_are_followed_through_rotation_and_revocation() {
     // client built once would now get 401 for every request.
     rotate(&f, &b).await;
     identity::revoke(&env.onboarding, &accounts, "provider-a").await;
+    tokio::time::sleep(TOKEN_CACHE).await;
     f.create_kro("mcp-02", "v0.9.1").await;
     f.wait_ready("mcp-02").await;
     assert!(replica.wait_ready(WAIT).await, "Ready with the new credentials: {:?}", replica.readyz());
@@ -59,6 +63,7 @@ async fn onboarding_credentials_are_followed_through_rotation_and_revocation() {
     // Revocation without a new token yet: the next write is refused, and the
     // replica says so instead of staying Ready.
     identity::revoke(&env.onboarding, &accounts, "provider-b").await;
+    tokio::time::sleep(TOKEN_CACHE).await;
     f.patch_kro("mcp-01", json!({"spec": {"version": "v0.9.0"}})).await;
     assert!(
         replica.wait_readyz(WAIT, |code, body| code == 503 && body.contains("rejects the credentials")).await,
