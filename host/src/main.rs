@@ -410,3 +410,27 @@ async fn precompile(args: &PrecompileArgs) -> anyhow::Result<()> {
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_one_line_naming_where() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let previous = std::panic::take_hook();
+        let record = seen.clone();
+        std::panic::set_hook(Box::new(move |info| *record.lock().unwrap() = panic_line(info)));
+        let _ = std::panic::catch_unwind(|| panic!("two\nlines"));
+        std::panic::set_hook(previous);
+        let line = seen.lock().unwrap().clone();
+        assert!(line.starts_with("internal error (a bug): two lines at host/src/main.rs:"), "{line}");
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn the_cause_chain_leaves_out_repeats() {
+        let chain = ["loading plugin x: compiling".to_string(), "compiling".into(), "bad magic".into()];
+        assert_eq!(dedup_chain(&chain), "loading plugin x: compiling: bad magic");
+    }
+}
