@@ -134,9 +134,23 @@ impl Running {
         unsafe { libc::kill(-(self.child.id() as i32), signal) };
     }
 
-    /// SIGTERM, then the exit status (within 30 s).
+    /// SIGTERM to the host process itself, as the kubelet sends it: in a
+    /// container that is a descendant of `buildah run` (which would kill
+    /// it outright on a SIGTERM of its own); then the exit status.
     pub fn terminate(&mut self) -> ExitStatus {
-        self.signal(libc::SIGTERM);
+        let hosts: Vec<i32> = descendants(self.child.id() as i32)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("service-provide"))
+            })
+            .collect();
+        match hosts.is_empty() {
+            true => self.signal(libc::SIGTERM),
+            // SAFETY: kill(2) on processes this test started.
+            false => hosts.iter().for_each(|pid| unsafe {
+                libc::kill(*pid, libc::SIGTERM);
+            }),
+        }
         self.wait(Duration::from_secs(30)).expect("the host did not stop on SIGTERM")
     }
 
@@ -172,6 +186,31 @@ impl Drop for Running {
             let _ = self.child.wait();
         }
     }
+}
+
+/// `pid` and every process below it.
+fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter_map(|p| {
+                    let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+                    // `pid (comm) state ppid ...`; comm may contain spaces.
+                    let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+                    Some((p, ppid))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut found = vec![pid];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        next += 1;
+    }
+    found
 }
 
 pub fn free_port() -> u16 {
