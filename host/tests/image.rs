@@ -115,6 +115,7 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
         f.wait_gone(name).await;
     }
     assert!(f.flux_objects("HelmRelease", "mcp-01").get_opt("kro-helm-release").await.unwrap().is_none());
+    eprintln!("resident memory of the image's host after the lifecycle: {:?} KiB", replica.process.rss_kib());
     let remaining: Vec<String> =
         f.access_requests("mcp-01").list(&Default::default()).await.unwrap().iter().map(|a| a.name_any()).collect();
     assert!(remaining.is_empty(), "AccessRequests left: {remaining:?}");

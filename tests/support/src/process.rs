@@ -134,16 +134,29 @@ impl Running {
         unsafe { libc::kill(-(self.child.id() as i32), signal) };
     }
 
-    /// SIGTERM to the host process itself, as the kubelet sends it: in a
-    /// container that is a descendant of `buildah run` (which would kill
-    /// it outright on a SIGTERM of its own); then the exit status.
-    pub fn terminate(&mut self) -> ExitStatus {
-        let hosts: Vec<i32> = descendants(self.child.id() as i32)
+    /// The host process itself: this child, or in a container a
+    /// descendant of `buildah run`.
+    fn hosts(&self) -> Vec<i32> {
+        descendants(self.child.id() as i32)
             .into_iter()
             .filter(|pid| {
                 std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("service-provide"))
             })
-            .collect();
+            .collect()
+    }
+
+    /// Resident memory of the host process, in KiB.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.hosts().first()?)).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// SIGTERM to the host process itself, as the kubelet sends it (in a
+    /// container, `buildah run` would kill it outright on a SIGTERM of its
+    /// own); then the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let hosts = self.hosts();
         match hosts.is_empty() {
             true => self.signal(libc::SIGTERM),
             // SAFETY: kill(2) on processes this test started.
