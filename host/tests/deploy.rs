@@ -82,6 +82,16 @@ async fn every_manifest_passes_a_strict_server_side_dry_run() {
     for (file, doc) in &all {
         apply(&client, file, doc, true).await;
     }
+    // The pods they would create pass the namespace's Pod Security level
+    // (`restricted`): a Pod from each template, dry-run.
+    for (file, doc) in all.iter().filter(|(_, d)| d["kind"] == "Deployment" || d["kind"] == "Job") {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "pod-security-check", "namespace": doc["metadata"]["namespace"]},
+            "spec": doc["spec"]["template"]["spec"],
+        });
+        apply(&client, file, &pod, true).await;
+    }
     let kinds: BTreeSet<&str> = all.iter().filter_map(|(_, d)| d["kind"].as_str()).collect();
     for kind in ["ServiceProvider", "Deployment", "Job", "ClusterRole", "Role", "Service", "PodDisruptionBudget"] {
         assert!(kinds.contains(kind), "deploy/ has a {kind}: {kinds:?}");
