@@ -252,6 +252,7 @@ async fn the_standalone_rbac_is_exactly_what_init_and_run_do() {
     let lifecycle = tokio::spawn(lifecycle(&audited.env, docs.clone())).await;
     check(&audited.audit_log, &docs, "service-provider-kro-init");
     check(&audited.audit_log, &docs, "service-provider-kro");
+    let _ = std::fs::remove_dir_all(audited.audit_log.parent().expect("the audit directory"));
     if let Err(failed) = lifecycle {
         std::panic::resume_unwind(failed.into_panic());
     }
@@ -343,6 +344,9 @@ async fn lifecycle(env: &'static envtest::TestEnv, docs: Vec<(String, Value)>) {
     for replica in replicas {
         assert_eq!(http_get(replica.health, "/healthz").map(|r| r.0), Some(200));
         assert!(replica.terminate().success());
+    }
+    for kubeconfig in [init_kubeconfig, run_kubeconfig] {
+        let _ = std::fs::remove_file(kubeconfig);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
