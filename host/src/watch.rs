@@ -62,10 +62,32 @@ fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<Dynamic
 
 /// Runs the controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    run_until(ctx, shutdown, || {}).await;
+}
+
+/// Like [`run`]; `synced` is called once the service objects have been
+/// listed (the controller's cache is filled and reconciles start).
+pub async fn run_until(
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    synced: impl FnOnce() + Send + 'static,
+) {
     let service = resource::dynamic_api(&ctx.onboarding, &ctx.service, ctx.watch_namespace.as_deref());
     let provider_selector = Owner::provider_selector(&ctx.provider_name);
     let mut controller = Controller::new_with(service, watcher::Config::default().any_semantic(), ctx.service.clone())
         .with_config(controller::Config::default().concurrency(8));
+    let store = controller.store();
+    let cache = tokio::spawn(async move {
+        // The store's readiness wakes only its latest waiter, and the
+        // controller waits on it too: look again in short intervals.
+        loop {
+            match tokio::time::timeout(std::time::Duration::from_millis(100), store.wait_until_ready()).await {
+                Ok(Ok(())) => return synced(),
+                Ok(Err(_)) => return,
+                Err(_) => {}
+            }
+        }
+    });
 
     for resource in platform_kinds(&ctx) {
         info!(kind = %resource.kind, "watching managed objects on the platform cluster");
@@ -139,6 +161,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         })
         .await;
     provider_config.abort();
+    cache.abort();
 }
 
 /// Watches the ProviderConfig: any change re-reconciles every instance; a
