@@ -2,7 +2,7 @@
 //! register the service kind at the ServiceProvider. Any failure is an error
 //! (the Go provider logs and exits 0, hiding broken installs).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -96,6 +96,59 @@ pub async fn register_service_kind(
     Ok(())
 }
 
+/// Whether openmcp has reconciled the ServiceProvider: its status carries
+/// `observedGeneration` and `phase`, which the CRD requires of every status
+/// write (a status patch before that fails with 422).
+pub fn reconciled_by_openmcp(service_provider: &DynamicObject) -> bool {
+    let status = service_provider.data.get("status");
+    let has = |field: &str| status.and_then(|s| s.get(field)).is_some_and(|v| !v.is_null());
+    has("observedGeneration") && has("phase")
+}
+
+/// [`register_service_kind`] once openmcp has given the ServiceProvider a
+/// status, waiting (with a log line saying so) up to `timeout`. A missing
+/// ServiceProvider is an error at once: openmcp creates it before `init`.
+pub async fn register_when_reconciled(
+    descriptor: &Descriptor,
+    platform: &Client,
+    provider_name: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = Api::all_with(platform.clone(), &service_provider_resource());
+    let kind = &descriptor.service.kind;
+    let deadline = Instant::now() + timeout;
+    let mut delay = Duration::from_millis(500);
+    let mut waiting = false;
+    loop {
+        let sp = api
+            .get(provider_name)
+            .await
+            .map_err(|e| Error::kube(format!("registering {kind} at ServiceProvider {provider_name}"), e))?;
+        let why = if reconciled_by_openmcp(&sp) {
+            match register_service_kind(descriptor, platform, provider_name).await {
+                Err(Error::Kube { source: kube::Error::Api(e), .. }) if e.code == 422 => {
+                    format!("openmcp's status does not accept the registration yet ({})", e.message)
+                }
+                other => return other,
+            }
+        } else {
+            "it has no status yet (openmcp has not reconciled it)".to_string()
+        };
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout(format!(
+                "ServiceProvider {provider_name}: {why}; gave up registering {kind} after {}s (is openmcp-operator running?)",
+                timeout.as_secs()
+            )));
+        }
+        if !waiting {
+            info!(provider = %provider_name, "waiting for openmcp before registering {kind} at ServiceProvider {provider_name}: {why}");
+            waiting = true;
+        }
+        tokio::time::sleep(delay.min(deadline - Instant::now())).await;
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +164,17 @@ mod tests {
         let err = parse_crd(&crd("platform"), Cluster::Onboarding).unwrap_err();
         assert!(err.to_string().contains("labelled openmcp.cloud/cluster=platform"), "{err}");
         assert!(parse_crd("not: [yaml", Cluster::Platform).is_err());
+    }
+
+    #[test]
+    fn a_service_provider_counts_as_reconciled_once_its_status_has_generation_and_phase() {
+        let sp = |status: serde_json::Value| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+                "metadata": {"name": "kro"}, "status": status}))
+            .unwrap()
+        };
+        assert!(!reconciled_by_openmcp(&sp(serde_json::Value::Null)));
+        assert!(!reconciled_by_openmcp(&sp(json!({"phase": "Progressing"}))));
+        assert!(reconciled_by_openmcp(&sp(json!({"observedGeneration": 1, "phase": "Progressing"}))));
     }
 }

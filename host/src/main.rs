@@ -1,5 +1,9 @@
 //! `service-provider-host`: one generic OpenControlPlane service provider;
 //! the service-specific logic comes from a WebAssembly plugin.
+//!
+//! This file is long because it is the whole command line: every flag with
+//! its help text, and the few lines that turn each subcommand into library
+//! calls and each failure into one line for a person.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,10 +13,10 @@ use anyhow::Context as _;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use service_provider_host::grant::{Effective, Grant};
 use service_provider_host::metrics::Metrics;
-use service_provider_host::operator::{self, Endpoints, Settings};
+use service_provider_host::operator::{self, Endpoints, InitOptions, Settings};
 use service_provider_host::plan::Planner;
 use service_provider_host::render::{self, Request};
-use service_provider_host::sandbox::{Limits, Sandbox};
+use service_provider_host::sandbox::{Limits, PluginError, Sandbox};
 use service_provider_host::{clusters, server};
 
 /// Where the container image puts the plugin.
@@ -35,6 +39,9 @@ enum Command {
     /// Print what the host would apply, copy, delete and write as status for
     /// one service object, without touching any cluster.
     Render(RenderArgs),
+    /// Compile plugins into --plugin-cache-dir ahead of time (for container
+    /// images), checking that each one loads and describes itself.
+    Precompile(PrecompileArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -76,6 +83,25 @@ struct ProviderArgs {
 struct InitArgs {
     #[command(flatten)]
     provider: ProviderArgs,
+    /// Register the service kind in the ServiceProvider's status (openmcp
+    /// deletes a ControlPlane's service objects through it); `false` for an
+    /// install without an openmcp ServiceProvider.
+    #[arg(long, env = "REGISTER_SERVICE_KIND", action = ArgAction::Set, num_args = 0..=1, default_value = "true", default_missing_value = "true")]
+    register_service_kind: bool,
+    /// How long to wait for openmcp to reconcile the ServiceProvider (give
+    /// it a status) before registering the service kind, in seconds.
+    #[arg(long, default_value_t = 600)]
+    service_provider_timeout_seconds: u64,
+}
+
+#[derive(Args)]
+struct PrecompileArgs {
+    /// Where to write the compiled plugins.
+    #[arg(long, env = "PLUGIN_CACHE_DIR")]
+    plugin_cache_dir: PathBuf,
+    /// Plugin components (.wasm), or directories whose .wasm files to compile.
+    #[arg(required = true)]
+    plugins: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -156,11 +182,21 @@ impl PluginArgs {
             memory_bytes: self.plugin_memory_mib << 20,
             ..Limits::default()
         };
+        if !self.plugin.is_file() {
+            anyhow::bail!("{}", missing_plugin(&self.plugin));
+        }
         let sandbox = Sandbox::new()?;
-        let plugin = sandbox
-            .load_file(&self.plugin, self.plugin_cache_dir.as_deref(), limits)
-            .await
-            .with_context(|| format!("loading plugin {}", self.plugin.display()))?;
+        let loaded = sandbox.load_file(&self.plugin, self.plugin_cache_dir.as_deref(), limits).await;
+        let plugin = match loaded {
+            // The cache cannot be written (a read-only image whose artifacts
+            // were compiled for another CPU): compile in memory instead.
+            Err(PluginError::Cache { path, source }) if path != self.plugin => {
+                tracing::warn!(cache = %path.display(), error = %source, "the plugin cache is not usable; compiling the plugin in memory");
+                sandbox.load_file(&self.plugin, None, limits).await
+            }
+            other => other,
+        }
+        .with_context(|| format!("loading plugin {}", self.plugin.display()))?;
         let grant = Grant::load(self.plugin_grant.as_deref())?;
         let granted = Effective::new(plugin.descriptor(), grant)?;
         for refused in &granted.refused {
@@ -212,7 +248,53 @@ struct RenderArgs {
     output: Output,
 }
 
+/// Names the plugins next to a missing one (the image has them side by side).
+fn missing_plugin(path: &std::path::Path) -> String {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+                .map(|p| p.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    match found.is_empty() {
+        true => format!("plugin {} does not exist; choose one with --plugin or PLUGIN", path.display()),
+        false => format!(
+            "plugin {} does not exist; choose one with --plugin or PLUGIN: {}",
+            path.display(),
+            found.join(", ")
+        ),
+    }
+}
+
+/// A panic prints one line, like any other error, whatever `RUST_BACKTRACE`
+/// says; through the log when logging is set up (a panic inside a
+/// reconcile is caught there and only fails that instance).
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let line = panic_line(info);
+        if tracing::dispatcher::has_been_set() {
+            tracing::error!("{line}");
+        } else {
+            eprintln!("error: {line}");
+        }
+    }));
+}
+
+fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let payload = info.payload();
+    let message =
+        payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+    format!("internal error (a bug): {}{at}", message.unwrap_or("panic").replace('\n', " "))
+}
+
 fn main() -> std::process::ExitCode {
+    install_panic_hook();
     let cli = Cli::parse();
     match runtime().and_then(|rt| rt.block_on(execute(cli))) {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -246,7 +328,11 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
             let plugin = args.provider.plugin.load().await?;
             let metrics = Metrics::new();
             let platform = clusters::platform_client(&metrics).await?;
-            operator::init(&plugin, &settings, platform, &metrics).await?;
+            let options = InitOptions {
+                register_service_kind: args.register_service_kind,
+                service_provider_timeout: Duration::from_secs(args.service_provider_timeout_seconds),
+            };
+            operator::init_with(&plugin, &settings, platform, &metrics, &options).await?;
         }
         Command::Run(args) => {
             args.provider.init_logging();
@@ -277,12 +363,74 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
                 Output::Json => serde_json::to_string_pretty(&doc)?,
                 Output::Yaml => serde_saphyr::to_string(&doc)?,
             };
-            println!("{}", text.trim_end());
+            print(&format!("{}\n", text.trim_end()))?;
         }
+        Command::Precompile(args) => precompile(&args).await?,
+    }
+    Ok(())
+}
+
+/// Writes to stdout; a reader that went away (`| head`) is not an error.
+fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+async fn precompile(args: &PrecompileArgs) -> anyhow::Result<()> {
+    let mut files = Vec::new();
+    for path in &args.plugins {
+        if path.is_dir() {
+            let entries = std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))?;
+            let mut wasm: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "wasm"))
+                .collect();
+            wasm.sort();
+            files.extend(wasm);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    anyhow::ensure!(!files.is_empty(), "no plugin components (.wasm) found in the given paths");
+    let sandbox = Sandbox::new()?;
+    for file in files {
+        let started = std::time::Instant::now();
+        let plugin = sandbox
+            .load_file(&file, Some(&args.plugin_cache_dir), Limits::default())
+            .await
+            .with_context(|| format!("precompiling plugin {}", file.display()))?;
+        print(&format!("{}: plugin {} compiled in {:?}\n", file.display(), plugin.name(), started.elapsed()))?;
     }
     Ok(())
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_one_line_naming_where() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let previous = std::panic::take_hook();
+        let record = seen.clone();
+        std::panic::set_hook(Box::new(move |info| *record.lock().unwrap() = panic_line(info)));
+        let _ = std::panic::catch_unwind(|| panic!("two\nlines"));
+        std::panic::set_hook(previous);
+        let line = seen.lock().unwrap().clone();
+        assert!(line.starts_with("internal error (a bug): two lines at host/src/main.rs:"), "{line}");
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn the_cause_chain_leaves_out_repeats() {
+        let chain = ["loading plugin x: compiling".to_string(), "compiling".into(), "bad magic".into()];
+        assert_eq!(dedup_chain(&chain), "loading plugin x: compiling: bad magic");
+    }
 }

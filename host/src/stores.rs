@@ -17,8 +17,8 @@
 //! A missing store therefore costs requests, never correctness.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::FutureExt;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -50,11 +50,20 @@ pub struct Watched {
     /// Whether every object of its kind in its place is in the store (no
     /// label selector), so a miss means absent.
     pub complete: bool,
+    /// Set once the watch's first list is in the store. (A flag rather than
+    /// the store's own readiness future: that wakes only its latest waiter,
+    /// and the controller waits on the primary store's.)
+    pub listed: Arc<AtomicBool>,
 }
 
 impl Watched {
+    /// Whether the first list is complete: until then the store knows nothing.
+    pub fn is_listed(&self) -> bool {
+        self.listed.load(Ordering::Acquire)
+    }
+
     fn lookup(&self, namespace: Option<&str>, name: &str) -> Lookup {
-        if self.store.wait_until_ready().now_or_never().is_none_or(|ready| ready.is_err()) {
+        if !self.is_listed() {
             return Lookup::Unknown;
         }
         let mut key = ObjectRef::new_with(name, self.resource.clone());
@@ -116,9 +125,18 @@ impl Stores {
         find(&self.copies, "v1", kind).map_or(Lookup::Unknown, |w| w.lookup(Some(namespace), name))
     }
 
+    /// Whether every store has its first list (the caches are synced).
+    pub fn synced(&self) -> bool {
+        self.all().all(Watched::is_listed)
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Watched> {
+        let all = self.provider_config.iter().chain(&self.access_requests).chain(&self.owned);
+        all.chain(&self.sources).chain(&self.copies)
+    }
+
     /// How many objects the stores hold (a gauge for memory questions).
     pub fn objects(&self) -> usize {
-        let all = self.provider_config.iter().chain(&self.access_requests).chain(&self.owned);
-        all.chain(&self.sources).chain(&self.copies).map(|w| w.store.len()).sum()
+        self.all().map(|w| w.store.len()).sum()
     }
 }

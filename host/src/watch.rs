@@ -20,9 +20,11 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -80,22 +82,51 @@ fn reflect(
 ) -> (Watched, Objects) {
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
+    let listed = Arc::new(AtomicBool::new(false));
+    let flag = listed.clone();
     let objects = watcher(api, config)
         .default_backoff()
         .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear())
         .reflect(writer)
+        // After `reflect`: the store has the list when the flag is set.
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                flag.store(true, Ordering::Release);
+            }
+        })
         .touched_objects()
         .boxed();
-    (Watched { resource, store, complete }, objects)
+    (Watched { resource, store, complete, listed }, objects)
 }
 
 /// Runs the controller until `shutdown` completes.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    run_until(ctx, shutdown, || {}).await;
+}
+
+/// Like [`run`]; `synced` is called once every watch has listed (the
+/// stores are filled and reconciles read from them).
+pub async fn run_until(
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    synced: impl FnOnce() + Send + 'static,
+) {
     let service = resource::dynamic_api(&ctx.onboarding, &ctx.service, ctx.watch_namespace.as_deref());
     let provider_selector = Owner::provider_selector(&ctx.provider_name);
     let mut stores = Stores::default();
     let (primary, objects) = reflect(service, ctx.service.clone(), watcher::Config::default().any_semantic(), true);
-    let mut controller = Controller::for_stream_with(objects, primary.store, ctx.service.clone())
+    // The service objects are listed (and reconciles start) only once every
+    // other watch has listed: reconciles read from those stores, and a read
+    // before would go to the API server instead, with permissions the host
+    // does not otherwise need.
+    let c = ctx.clone();
+    let objects = futures::stream::once(async move {
+        stores_listed(c).await;
+        objects
+    })
+    .flatten()
+    .boxed();
+    let mut controller = Controller::for_stream_with(objects, primary.store.clone(), ctx.service.clone())
         .with_config(controller::Config::default().concurrency(8));
 
     for resource in platform_kinds(&ctx) {
@@ -169,6 +200,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let (watched, objects) = reflect(pcs, ctx.provider_config.clone(), by_name, true);
     stores.provider_config = Some(watched);
     ctx.set_stores(stores);
+    let cache = tokio::spawn(report_synced(primary, synced));
     let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), objects, trigger));
     controller
         .reconcile_all_on(all)
@@ -178,13 +210,35 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             match result {
                 Ok((object, _)) => debug!(%object, "reconciled"),
                 Err(controller::Error::ObjectNotFound(object)) => debug!(%object, "gone before its turn"),
+                // A watch that cannot list or watch (retried with backoff):
+                // the stores it fills stay behind until it recovers.
+                Err(controller::Error::QueueError(e)) => warn!(error = %e, "a watch failed"),
                 Err(e) => debug!(error = %e, "reconcile did not complete"),
             }
         })
         .await;
     provider_config.abort();
+    cache.abort();
     // The writers are gone with the watches: no reads from stale stores.
     ctx.set_stores(Stores::default());
+}
+
+/// Returns once every store in the context has its first list.
+async fn stores_listed(ctx: Arc<Context>) {
+    let mut every = tokio::time::interval(Duration::from_millis(50));
+    while !ctx.stores().synced() {
+        every.tick().await;
+    }
+}
+
+/// Calls `synced` once the service objects are listed (which waits for
+/// every other store), looking every 100 ms: cheap, and no waker to share.
+async fn report_synced(primary: Watched, synced: impl FnOnce() + Send + 'static) {
+    let mut every = tokio::time::interval(Duration::from_millis(100));
+    while !primary.is_listed() {
+        every.tick().await;
+    }
+    synced()
 }
 
 /// Watches the ProviderConfig: any change re-reconciles every instance; a

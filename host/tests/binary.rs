@@ -1,108 +1,31 @@
 //! `service-provider-host run` as a process, the way openmcp deploys it:
 //! platform cluster from KUBECONFIG, onboarding access through openmcp,
-//! probes and metrics on their ports, SIGTERM to stop, and leader election
-//! between two replicas.
+//! probes and metrics on their ports, SIGTERM to stop, two replicas with
+//! leader election, JSON logs, errors for people, and the workload plugin
+//! with an operator's grant file.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
+use host_test_support::process::{Launcher, Replica, ReplicaOptions, counter};
 use host_test_support::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A plain HTTP GET on loopback: (status code, body), or None if nothing listens.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let code = response.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, response.split("\r\n\r\n").nth(1).unwrap_or_default().to_string()))
-}
-
-struct Replica {
-    child: Child,
-    health: u16,
-    metrics: u16,
-}
-
-impl Replica {
-    fn start(f: &Fixture, leader_elect: bool, pod: &str) -> Replica {
-        Replica::start_with(f, leader_elect, pod, plugins::KRO)
-    }
-
-    fn start_with(f: &Fixture, leader_elect: bool, pod: &str, plugin: plugins::Component) -> Replica {
-        let (health, metrics) = (free_port(), free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
-            .args(["run", "--environment", "test", "--provider-name", &f.provider, "--verbosity", "INFO"])
-            .arg(format!("--leader-elect={leader_elect}"))
-            .arg(format!("--health-probe-bind-address=127.0.0.1:{health}"))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics}"))
-            .arg("--metrics-secure=false")
-            .args(["--watch-namespace", &f.ns])
-            .arg("--plugin")
-            .arg(plugin_path(plugin))
-            .env("KUBECONFIG", f.env.platform.kubeconfig_path())
-            .env("POD_NAMESPACE", &f.pod_ns)
-            .env("POD_NAME", pod)
-            .env_remove("ONBOARDING_KUBECONFIG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("run starts");
-        Replica { child, health, metrics }
-    }
-
-    async fn wait_ready(&self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if matches!(http_get(self.health, "/readyz"), Some((200, _))) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        false
-    }
-
-    /// SIGTERM, then the exit status.
-    fn terminate(mut self) -> std::process::ExitStatus {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "run did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn binary() -> Launcher {
+    Launcher::Binary(env!("CARGO_BIN_EXE_service-provider-host").into())
 }
 
 #[tokio::test]
 async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
     let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
-    let replica = Replica::start(&f, false, "replica-0");
+    let replica = Replica::start(&binary(), &f, ReplicaOptions::new("replica-0"));
     assert!(replica.wait_ready(WAIT).await, "readyz never turned 200");
-    assert_eq!(http_get(replica.health, "/healthz").map(|r| r.0), Some(200));
+    assert_eq!(process::http_get(replica.health, "/healthz").map(|r| r.0), Some(200));
 
     f.create_kro("mcp-01", "v0.9.1").await;
     f.wait_ready("mcp-01").await;
-    let (code, metrics) = http_get(replica.metrics, "/metrics").expect("metrics endpoint");
-    assert_eq!(code, 200);
+    let metrics = replica.metrics();
     assert!(metrics.contains("service_provider_host_reconciles_total{outcome=\"applied\"}"), "{metrics}");
     assert!(
         metrics.contains("service_provider_host_kube_requests_total{cluster=\"platform\",method=\"PATCH\"}"),
@@ -114,24 +37,185 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
     assert!(status.success(), "run exits cleanly on SIGTERM: {status:?}");
 }
 
+/// What a replica wrote to the onboarding cluster and how often it
+/// reconciled, from its own metrics.
+fn writes(replica: &Replica) -> (f64, f64) {
+    let metrics = replica.metrics();
+    let onboarding_writes = ["PATCH", "PUT", "POST", "DELETE"]
+        .iter()
+        .map(|m| {
+            counter(
+                &metrics,
+                &format!("service_provider_host_kube_requests_total{{cluster=\"onboarding\",method=\"{m}\""),
+            )
+        })
+        .sum();
+    (onboarding_writes, counter(&metrics, "service_provider_host_reconciles_total"))
+}
+
+/// A rolling update needs every replica Ready: the standby is Ready while it
+/// waits for the lease, but never writes; when the leader dies (SIGKILL, no
+/// lease release), the standby takes over once the lease expires.
 #[tokio::test]
-async fn with_leader_election_only_one_replica_runs() {
+async fn with_leader_election_every_replica_is_ready_and_only_the_leader_writes() {
     let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
-    let first = Replica::start(&f, true, "replica-a");
-    assert!(first.wait_ready(WAIT).await, "the first replica becomes leader");
-    let second = Replica::start(&f, true, "replica-b");
-    assert!(!second.wait_ready(Duration::from_secs(8)).await, "the second replica must wait for the lease");
+    let leader_options = ReplicaOptions { leader_elect: true, ..ReplicaOptions::new("replica-a") };
+    let mut first = Replica::start(&binary(), &f, leader_options);
+    assert!(
+        first.wait_readyz(WAIT, |code, body| code == 200 && body.contains("caches synced")).await,
+        "the first replica leads and syncs: {:?}",
+        first.readyz()
+    );
+    let second =
+        Replica::start(&binary(), &f, ReplicaOptions { leader_elect: true, ..ReplicaOptions::new("replica-b") });
+    assert!(second.wait_ready(WAIT).await, "the standby is Ready too: {:?}", second.readyz());
+    assert!(second.readyz().unwrap().1.contains("standing by"), "{:?}", second.readyz());
 
     f.create_kro("mcp-01", "v0.9.1").await;
     f.wait_ready("mcp-01").await;
+    let (leader_writes, leader_reconciles) = writes(&first);
+    assert!(leader_writes > 0.0 && leader_reconciles > 0.0, "the leader did the work");
+    assert_eq!(writes(&second), (0.0, 0.0), "the standby neither reconciles nor writes");
 
-    // The leader goes away: the standby takes over and keeps reconciling.
-    assert!(first.terminate().success());
-    assert!(second.wait_ready(Duration::from_secs(45)).await, "the standby takes the lease");
+    // The leader dies without releasing the lease.
+    assert!(!first.process.kill().success());
+    assert!(
+        second.wait_readyz(Duration::from_secs(60), |code, body| code == 200 && body.contains("caches synced")).await,
+        "the standby takes the lease once it expires: {:?}",
+        second.readyz()
+    );
     f.patch_kro("mcp-01", json!({"spec": {"version": "v0.9.0"}})).await;
     f.wait_kro("mcp-01", "the new leader reconciles", |k| ready(k)["reason"] == "ReconcileError").await;
+    assert!(writes(&second).0 > 0.0, "the new leader writes");
     assert!(second.terminate().success());
+}
+
+/// `--log-format json`: every line a reconcile logs names its instance.
+/// (A span field called `name` would collide with the key under which the
+/// JSON format writes the span's own name, and the instance would be lost:
+/// seen failing that way before the field became `instance`.)
+#[tokio::test]
+async fn json_logs_name_the_instance_on_every_reconcile_line() {
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    let log = std::env::temp_dir().join(format!("{}.log", unique("json-log")));
+    let options = ReplicaOptions {
+        args: vec!["--log-format".into(), "json".into()],
+        log: Some(log.clone()),
+        env: vec![("RUST_LOG".into(), "info,service_provider_host=debug".into())],
+        ..ReplicaOptions::new("replica-0")
+    };
+    let replica = Replica::start(&binary(), &f, options);
+    assert!(replica.wait_ready(WAIT).await);
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    assert!(replica.terminate().success());
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}")))
+        .collect();
+    let in_reconcile: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["spans"].as_array().is_some_and(|s| s.iter().any(|s| s["name"] == "reconcile")))
+        .collect();
+    assert!(in_reconcile.len() >= 2, "reconciles log (applied, cleanup complete):\n{text}");
+    for line in &in_reconcile {
+        let span = line["span"].as_object().expect("the current span");
+        assert_eq!(span["namespace"], f.ns.as_str(), "{line}");
+        assert_eq!(span["name"], "reconcile", "the span's own name: {line}");
+        assert_eq!(span["instance"], "mcp-01", "the instance's name is in the span: {line}");
+    }
+    let _ = std::fs::remove_file(log);
+}
+
+/// A failing command prints one line with the cause chain, never a
+/// backtrace, whatever `RUST_BACKTRACE` says; and a reader of `render` that
+/// goes away is not an error.
+#[test]
+fn failures_are_one_line_for_people() {
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(["init", "--provider-name", "kro", "--plugin", "/nonexistent/plugins/kro.wasm"])
+        .env("POD_NAMESPACE", "provider")
+        .env("RUST_BACKTRACE", "full")
+        .env("RUST_LIB_BACKTRACE", "1")
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("error: plugin /nonexistent/plugins/kro.wasm does not exist"), "{stderr}");
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+
+    // The cause chain of a deeper failure, in one line.
+    let dir = std::env::temp_dir().join(unique("not-a-plugin"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("broken.wasm"), b"\0asm garbage").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(["render", "--object", "examples/kro.yaml", "--plugin"])
+        .arg(dir.join("broken.wasm"))
+        .current_dir(plugins::root())
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("error: loading plugin ") && stderr.contains(": compiling the component: "), "{stderr}");
+
+    // `render | head -c1`: the pipe closes early; no panic, no error.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(["render", "--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"])
+        .arg("--plugin")
+        .arg(plugin_path(plugins::KRO))
+        .current_dir(plugins::root())
+        .env("RUST_BACKTRACE", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The workload-echo plugin through the binary: the operator's grant file
+/// gives it a workload cluster, where it writes a ConfigMap, and removes it
+/// with the instance.
+#[tokio::test]
+async fn the_workload_plugin_runs_through_the_binary_with_a_grant_file() {
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true }).await;
+    f.provider_config(json!([version("v1", "1")])).await;
+    let grant = std::env::temp_dir().join(format!("{}.yaml", unique("grant")));
+    std::fs::write(&grant, plugins::grant_text_for("echo")).unwrap();
+    let options = ReplicaOptions {
+        plugin: plugins::WORKLOAD_ECHO,
+        args: vec!["--plugin-grant".into(), grant.display().to_string()],
+        ..ReplicaOptions::new("replica-0")
+    };
+    let replica = Replica::start(&binary(), &f, options);
+    assert!(replica.wait_ready(WAIT).await);
+    f.create_kro("mcp-01", "v7").await;
+    f.wait_ready("mcp-01").await;
+
+    let workload = f.workload.as_ref().unwrap().client().await.unwrap();
+    let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(workload, "default");
+    let echo = config_maps.get("echo").await.expect("ConfigMap on the workload cluster");
+    assert_eq!(echo.data.unwrap()["version"], "v7");
+
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    assert!(config_maps.get_opt("echo").await.unwrap().is_none(), "removed from the workload cluster");
+    assert!(replica.terminate().success());
+
+    let _ = std::fs::remove_file(grant);
 }
 
 /// A hostile plugin cannot end the host process: malformed output, a
@@ -148,7 +232,8 @@ async fn a_hostile_plugin_cannot_end_the_process() {
     .await;
     f.source_secret("registry", "kubernetes.io/dockerconfigjson", "{}").await;
     f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry"}])).await;
-    let mut replica = Replica::start_with(&f, false, "replica-0", plugins::HOSTILE);
+    let mut replica =
+        Replica::start(&binary(), &f, ReplicaOptions { plugin: plugins::HOSTILE, ..ReplicaOptions::new("replica-0") });
     assert!(replica.wait_ready(WAIT).await, "readyz never turned 200");
     for name in names {
         f.create_kro(name, "v1").await;
@@ -158,8 +243,8 @@ async fn a_hostile_plugin_cannot_end_the_process() {
         f.wait_kro(name, reason, |k| ready(k)["reason"] == reason).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(replica.child.try_wait().unwrap().is_none(), "the process is still running");
-    let (_, metrics) = http_get(replica.metrics, "/metrics").expect("metrics endpoint");
+    assert!(replica.process.is_running(), "the process is still running");
+    let metrics = replica.metrics();
     assert!(
         metrics.contains("service_provider_host_reconcile_failures_total{category=\"plugin-timeout\"}"),
         "{metrics}"

@@ -21,15 +21,29 @@ fn plugin() -> std::path::PathBuf {
 /// Runs `service-provider-host init` (off the async threads) as openmcp's
 /// init Job would: platform cluster from KUBECONFIG, `POD_NAMESPACE` set.
 async fn run_init(platform: &Cluster, pod_ns: &str, provider: &str) -> Output {
+    run_init_with(platform, pod_ns, provider, &[]).await
+}
+
+async fn run_init_with(platform: &Cluster, pod_ns: &str, provider: &str, args: &[&str]) -> Output {
+    run_init_at(&platform.kubeconfig_path(), pod_ns, provider, args).await
+}
+
+async fn run_init_at(kubeconfig: &std::path::Path, pod_ns: &str, provider: &str, args: &[&str]) -> Output {
+    let mut cmd = init_command(kubeconfig, pod_ns, provider, args);
+    tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.expect("joined")
+}
+
+fn init_command(kubeconfig: &std::path::Path, pod_ns: &str, provider: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_service-provider-host"));
     cmd.args(["init", "--environment", "test", "--provider-name", provider, "-v", "DEBUG"])
         .args(["--onboarding-timeout-seconds", "60"])
+        .args(args)
         .arg("--plugin")
         .arg(plugin())
-        .env("KUBECONFIG", platform.kubeconfig_path())
+        .env("KUBECONFIG", kubeconfig)
         .env("POD_NAMESPACE", pod_ns)
         .env_remove("ONBOARDING_KUBECONFIG");
-    tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.expect("joined")
+    cmd
 }
 
 #[tokio::test]
@@ -59,7 +73,44 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     }))
     .unwrap();
     providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
-    // openmcp-operator gives it a status before running the init job.
+    let simulator = OpenMcpSimulator::start(
+        &platform,
+        &onboarding,
+        SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], ..Default::default() },
+    );
+
+    // openmcp-operator has not given the ServiceProvider a status yet: init
+    // waits for it, saying so, and gives up with a clear message.
+    let out = run_init_with(&platform, &pod_ns, &provider, &["--service-provider-timeout-seconds", "2"]).await;
+    assert!(!out.status.success(), "init must not register before openmcp reconciled the ServiceProvider");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ") && last.contains("has no status yet") && last.contains("gave up registering Kro"),
+        "last line {last:?} of:\n{stderr}"
+    );
+    assert!(!last.contains("422") && !stderr.contains("Required value"), "no raw API error: {last}");
+
+    // Once openmcp reconciles it, a waiting init goes on.
+    let mut cmd = init_command(&platform.kubeconfig_path(), &pod_ns, &provider, &[]);
+    let mut child = cmd.stderr(std::process::Stdio::piped()).spawn().expect("init starts");
+    let (said, waits) = tokio::sync::oneshot::channel();
+    let reader = std::thread::spawn({
+        let stderr = child.stderr.take().unwrap();
+        move || {
+            let mut said = Some(said);
+            let mut text = String::new();
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+                if line.contains("waiting for openmcp before registering Kro") {
+                    said.take().map(|s| s.send(()));
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(60), waits).await.expect("init says it waits").unwrap();
     providers
         .patch_status(
             &provider,
@@ -68,14 +119,10 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
         )
         .await
         .expect("ServiceProvider status");
-
-    let simulator = OpenMcpSimulator::start(
-        &platform,
-        &onboarding,
-        SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], ..Default::default() },
-    );
-    let out = run_init(&platform, &pod_ns, &provider).await;
-    assert!(out.status.success(), "init failed: {}", String::from_utf8_lossy(&out.stderr));
+    let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
+    let stderr = reader.join().unwrap();
+    assert!(status.success(), "init failed: {stderr}");
+    assert!(stderr.contains("service kind registered"), "{stderr}");
 
     let crd = |client: &kube::Client, name: &str| {
         let api = Api::<CustomResourceDefinition>::all(client.clone());

@@ -3,46 +3,75 @@
 //! Every client counts its requests (see [`crate::metrics`]). ControlPlane
 //! clients are built from the kubeconfig Secret an AccessRequest names, and
 //! cached per Secret: the token in it rotates, so a client is rebuilt when the
-//! Secret's `resourceVersion` changes. Kubeconfigs read from a cluster are
-//! data only ([`kubeconfig`]): no `exec`, no files.
+//! Secret's `resourceVersion` changes; the onboarding client of `run`
+//! follows its Secret the same way ([`onboarding`]). Kubeconfigs read from a
+//! cluster are data only ([`kubeconfig`]): no `exec`, no files.
 
 pub mod kubeconfig;
+pub mod onboarding;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use http::Request;
+use http::{Request, Response};
 use k8s_openapi::api::core::v1::Secret;
-use kube::client::{Body, ClientBuilder};
+use kube::client::{Body, ClientBuilder, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use service_provider_sdk::contract::{Cluster, KubeconfigRef};
-use tower::util::MapRequestLayer;
+use tokio::sync::Notify;
+use tower::util::{MapRequestLayer, MapResponseLayer};
 
 use crate::Error;
 use crate::metrics::Metrics;
 
 /// A client whose requests are counted under `cluster`.
 pub fn client(config: Config, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    client_with(config, cluster, metrics, None)
+}
+
+/// Like [`client`]; when `rejected` is given, every `401 Unauthorized`
+/// answer notifies it (the credentials expired or were revoked).
+pub fn client_with(
+    config: Config,
+    cluster: Cluster,
+    metrics: &Arc<Metrics>,
+    rejected: Option<Arc<Notify>>,
+) -> Result<Client, Error> {
     let metrics = metrics.clone();
     let label = cluster.as_str();
     let count = MapRequestLayer::new(move |request: Request<Body>| {
         metrics.count_request(label, request.method().as_str());
         request
     });
-    let builder =
-        ClientBuilder::try_from(config).map_err(|e| Error::kube(format!("building a {cluster} client"), e))?;
-    Ok(builder.with_layer(&count).build())
+    let builder = ClientBuilder::try_from(config)
+        .map_err(|e| Error::kube(format!("building a {cluster} client"), e))?
+        .with_layer(&count);
+    Ok(match rejected {
+        None => builder.build(),
+        Some(rejected) => builder
+            .with_layer(&MapResponseLayer::new(move |response: Response<Box<DynBody>>| {
+                if response.status() == http::StatusCode::UNAUTHORIZED {
+                    rejected.notify_one();
+                }
+                response
+            }))
+            .build(),
+    })
 }
 
 /// A client from kubeconfig text read from a cluster (its current context,
 /// inline connection data only; see [`kubeconfig::sanitize`]).
 pub async fn client_from_kubeconfig(yaml: &str, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    let kubeconfig = sanitized(yaml, cluster)?;
+    from_kubeconfig(kubeconfig, cluster, metrics, None).await
+}
+
+fn sanitized(yaml: &str, cluster: Cluster) -> Result<Kubeconfig, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml)
         .map_err(|e| Error::Access(format!("the {cluster} kubeconfig is not valid: {e}")))?;
-    let kubeconfig = kubeconfig::sanitize(&kubeconfig)
-        .map_err(|reason| Error::Access(format!("the {cluster} kubeconfig is refused: {reason}")))?;
-    from_kubeconfig(kubeconfig, cluster, metrics).await
+    kubeconfig::sanitize(&kubeconfig)
+        .map_err(|reason| Error::Access(format!("the {cluster} kubeconfig is refused: {reason}")))
 }
 
 /// A client from a kubeconfig file the operator gave (the development
@@ -54,14 +83,19 @@ pub async fn client_from_operator_kubeconfig(
 ) -> Result<Client, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml)
         .map_err(|e| Error::Access(format!("the {cluster} kubeconfig is not valid: {e}")))?;
-    from_kubeconfig(kubeconfig, cluster, metrics).await
+    from_kubeconfig(kubeconfig, cluster, metrics, None).await
 }
 
-async fn from_kubeconfig(kubeconfig: Kubeconfig, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+async fn from_kubeconfig(
+    kubeconfig: Kubeconfig,
+    cluster: Cluster,
+    metrics: &Arc<Metrics>,
+    rejected: Option<Arc<Notify>>,
+) -> Result<Client, Error> {
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| Error::Access(format!("the {cluster} kubeconfig cannot be used: {e}")))?;
-    client(config, cluster, metrics)
+    client_with(config, cluster, metrics, rejected)
 }
 
 /// The platform cluster: in-cluster config, or `KUBECONFIG` / `~/.kube/config`.

@@ -80,7 +80,7 @@ fn key_of(object: &DynamicObject) -> InstanceKey {
 
 /// Entry point for the controller: one span per reconcile, so every log
 /// line of it names the instance.
-#[instrument(skip_all, fields(namespace = %object.namespace().unwrap_or_default(), name = %object.name_any()))]
+#[instrument(skip_all, fields(namespace = %object.namespace().unwrap_or_default(), instance = %object.name_any()))]
 pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = key_of(&object);

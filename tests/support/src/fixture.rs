@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use envtest::crds::{self, Purpose};
 use envtest::{
     Cluster, ClusterOptions, DeploymentSimulator, FluxOptions, FluxSimulator, OpenMcpSimulator, RealFlux,
-    SimulatorOptions, TestEnv, eventually,
+    SimulatorOptions, TargetCluster, TestEnv, eventually,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -143,6 +143,21 @@ pub struct Options {
     pub workload: bool,
 }
 
+/// Where a [`Fixture`] runs and what it is called; every field defaults to
+/// the usual (the shared environment, unique names).
+#[derive(Default)]
+pub struct Setup {
+    /// The clusters (default: [`envtest::shared`]).
+    pub env: Option<&'static TestEnv>,
+    /// The provider's pod namespace (created if missing).
+    pub pod_namespace: Option<String>,
+    /// `--provider-name`.
+    pub provider: Option<String>,
+    /// The kubeconfig the openmcp simulator hands out for the onboarding
+    /// cluster (default: its admin kubeconfig), e.g. a revocable token.
+    pub onboarding_kubeconfig: Option<String>,
+}
+
 impl Fixture {
     /// A fixture with the Flux simulator, and kro's RGD CRD on the
     /// ControlPlane (as if kro were installed).
@@ -152,7 +167,12 @@ impl Fixture {
 
     /// A fixture whose instances are of another service kind.
     pub async fn with_service(options: Options, service: Service) -> Fixture {
-        Self::start(options, service, false).await
+        Self::start(options, service, false, Setup::default()).await
+    }
+
+    /// Like [`Self::new`], placed and named by `setup`.
+    pub async fn new_with(options: Options, setup: Setup) -> Fixture {
+        Self::start(options, Service::KRO, false, setup).await
     }
 
     /// A fixture with the real Flux chain: the ControlPlane starts empty
@@ -161,17 +181,20 @@ impl Fixture {
     /// namespace of the shared platform cluster.
     pub async fn with_real_flux(instances: &[&str]) -> Fixture {
         let options = Options { instances: instances.iter().map(|i| i.to_string()).collect(), ..Options::default() };
-        Self::start(options, Service::KRO, true).await
+        Self::start(options, Service::KRO, true, Setup::default()).await
     }
 
-    async fn start(options: Options, service: Service, real_flux: bool) -> Fixture {
+    async fn start(options: Options, service: Service, real_flux: bool, setup: Setup) -> Fixture {
         // The chain first: it fails fast, before any cluster starts, when the
         // Flux binaries are missing.
         let chain = match real_flux {
             true => Some(envtest::real_flux::shared().await.expect("the real Flux chain")),
             false => None,
         };
-        let env = envtest::shared().await.expect("test environment");
+        let env = match setup.env {
+            Some(env) => env,
+            None => envtest::shared().await.expect("test environment"),
+        };
         let (cp, rgd_crds) = tokio::join!(
             Cluster::start(ClusterOptions::new("cp")),
             tokio::task::spawn_blocking(|| crds::crds_for(Purpose::ControlPlane))
@@ -187,8 +210,8 @@ impl Fixture {
             false => None,
         };
         let ns = unique("tenant");
-        let pod_ns = unique("provider");
-        let provider = unique("kro");
+        let pod_ns = setup.pod_namespace.unwrap_or_else(|| unique("provider"));
+        let provider = setup.provider.unwrap_or_else(|| unique("kro"));
         let platform = env.platform.client().await.expect("client");
         let onboarding = env.onboarding.client().await.expect("client");
         for (client, name) in [(&onboarding, &ns), (&platform, &pod_ns)] {
@@ -196,11 +219,18 @@ impl Fixture {
                 metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
                 ..Default::default()
             };
-            Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await.expect("namespace");
+            match Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &namespace).await {
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                other => drop(other.expect("namespace")),
+            }
         }
-        let openmcp = OpenMcpSimulator::start(
-            &env.platform,
-            &env.onboarding,
+        let onboarding_target = TargetCluster {
+            name: env.onboarding.name().to_string(),
+            kubeconfig: setup.onboarding_kubeconfig.unwrap_or_else(|| env.onboarding.kubeconfig_yaml().to_string()),
+        };
+        let openmcp = OpenMcpSimulator::start_with(
+            env.platform.kubeconfig_yaml(),
+            onboarding_target,
             SimulatorOptions {
                 provider_namespaces: vec![pod_ns.clone()],
                 remove_clusteraccess_finalizer: false,

@@ -6,11 +6,16 @@
 //! - [`unique`]: names that never collide within a run;
 //! - [`fixture`]: the host's controller on real API servers (`envtest`),
 //!   with the openmcp simulator and the Flux simulator or the real chain;
-//! - [`real_flux`]: helpers for tests on the real Flux chain.
+//! - [`real_flux`]: helpers for tests on the real Flux chain;
+//! - [`identity`]: ServiceAccount tokens and an audited platform cluster;
+//! - [`process`]: the host as a process (this build's binary or the
+//!   container image), its probes and metrics.
 
 pub mod fixture;
+pub mod identity;
 pub mod parity;
 pub mod plugins;
+pub mod process;
 pub mod real_flux;
 
 use std::sync::atomic::{AtomicU32, Ordering};

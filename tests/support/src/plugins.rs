@@ -7,7 +7,6 @@ use std::sync::{Arc, OnceLock};
 use service_provider_host::grant::{Effective, Grant};
 use service_provider_host::plan::Planner;
 use service_provider_host::sandbox::{Limits, Plugin, Prepared, Sandbox};
-use service_provider_sdk::contract::PolicyRule;
 
 /// A component the tests use: the env var that overrides its path, and its
 /// file name in the build output (or, for a committed fixture, in
@@ -112,17 +111,22 @@ pub fn workload_echo_plugin() -> Plugin {
 /// one, and for `echo` (workload-echo) a workload cluster where it may write
 /// ConfigMaps in `default`.
 pub fn grant_for(plugin: &Plugin) -> Grant {
-    let mut grant = Grant::default_grant();
-    if plugin.name() == "echo" {
-        grant.token_rules.workload = vec![PolicyRule::new(&[""], &["configmaps"], &["*"])];
-        grant.write.push(
-            Grant::parse("write:\n  - cluster: workload\n    namespaces: [default]\n    groups: [\"\"]\n    kinds: [ConfigMap]\n")
-                .expect("grant")
-                .write
-                .remove(0),
-        );
+    Grant::parse(&grant_text_for(plugin.name())).expect("the test grant parses")
+}
+
+/// [`grant_for`] as the text of a `--plugin-grant` file (JSON, which is
+/// YAML), for the plugin named `plugin_name`.
+pub fn grant_text_for(plugin_name: &str) -> String {
+    let mut grant: serde_json::Value =
+        serde_saphyr::from_str(service_provider_host::grant::DEFAULT).expect("the built-in grant parses");
+    if plugin_name == "echo" {
+        grant["tokenRules"]["workload"] =
+            serde_json::json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]);
+        grant["write"].as_array_mut().expect("write rules").push(serde_json::json!({
+            "cluster": "workload", "namespaces": ["default"], "groups": [""], "kinds": ["ConfigMap"],
+        }));
     }
-    grant
+    serde_json::to_string_pretty(&grant).expect("JSON")
 }
 
 /// A plugin with the grant of [`grant_for`].

@@ -1,24 +1,26 @@
 //! The `init` and `run` subcommands, assembled: cluster access, CRDs,
-//! endpoints, leader election and the controller.
+//! endpoints, leader election and the controller (`run` in [`run`]).
+
+mod run;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use kube::Client;
 use kube::api::ListParams;
 use kube::runtime::events::Reporter;
-use kube_lease_manager::LeaseManagerBuilder;
+pub use run::run;
 use service_provider_sdk::contract::{Cluster, Descriptor, KubeconfigRef, PolicyRule};
-use tracing::{info, warn};
+use tracing::info;
 
+use crate::clusters::onboarding::Onboarding;
 use crate::clusters::{self, client_from_kubeconfig};
 use crate::metrics::Metrics;
 use crate::plan::Planner;
 use crate::reconcile::Context;
-use crate::{Error, access, init, resource, server, watch};
+use crate::{Error, access, init, resource};
 
 /// Who this provider is and where it runs.
 #[derive(Debug, Clone)]
@@ -89,13 +91,44 @@ pub async fn onboarding_access(
     for_init: bool,
     metrics: &Arc<Metrics>,
 ) -> Result<(Client, Option<KubeconfigRef>), Error> {
-    if let Some(path) = &settings.onboarding_kubeconfig {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.clone(), source })?;
-        return Ok((clusters::client_from_operator_kubeconfig(&text, Cluster::Onboarding, metrics).await?, None));
+    if let Some(client) = operator_onboarding(settings, metrics).await? {
+        return Ok((client, None));
     }
+    let at = request_onboarding(platform, settings, descriptor, for_init).await?;
+    let (text, _) = clusters::read_kubeconfig(platform, &at).await?;
+    Ok((client_from_kubeconfig(&text, Cluster::Onboarding, metrics).await?, Some(at)))
+}
+
+/// The onboarding access of `run`, following its kubeconfig Secret.
+pub async fn onboarding(
+    platform: &Client,
+    settings: &Settings,
+    descriptor: &Descriptor,
+    metrics: &Arc<Metrics>,
+) -> Result<Onboarding, Error> {
+    if let Some(client) = operator_onboarding(settings, metrics).await? {
+        return Ok(Onboarding::fixed(client));
+    }
+    let at = request_onboarding(platform, settings, descriptor, false).await?;
+    Onboarding::from_secret(platform, at, metrics).await
+}
+
+/// The development override, if given.
+async fn operator_onboarding(settings: &Settings, metrics: &Arc<Metrics>) -> Result<Option<Client>, Error> {
+    let Some(path) = &settings.onboarding_kubeconfig else { return Ok(None) };
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.clone(), source })?;
+    Ok(Some(clusters::client_from_operator_kubeconfig(&text, Cluster::Onboarding, metrics).await?))
+}
+
+async fn request_onboarding(
+    platform: &Client,
+    settings: &Settings,
+    descriptor: &Descriptor,
+    for_init: bool,
+) -> Result<KubeconfigRef, Error> {
     let local = if for_init { "onboarding-init" } else { "onboarding-run" };
     info!(local, "requesting onboarding cluster access");
-    let at = access::request_onboarding_access(
+    access::request_onboarding_access(
         platform,
         &settings.pod_namespace,
         &descriptor.service.group,
@@ -104,9 +137,24 @@ pub async fn onboarding_access(
         settings.onboarding_timeout,
         &settings.field_manager(),
     )
-    .await?;
-    let (text, _) = clusters::read_kubeconfig(platform, &at).await?;
-    Ok((client_from_kubeconfig(&text, Cluster::Onboarding, metrics).await?, Some(at)))
+    .await
+}
+
+/// What `init` does beyond installing the CRDs.
+#[derive(Debug, Clone)]
+pub struct InitOptions {
+    /// Register the service kind at the ServiceProvider (openmcp deletes
+    /// service objects of a ControlPlane through it). Off for an install
+    /// without an openmcp ServiceProvider.
+    pub register_service_kind: bool,
+    /// How long to wait for openmcp to give the ServiceProvider a status.
+    pub service_provider_timeout: Duration,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        InitOptions { register_service_kind: true, service_provider_timeout: Duration::from_secs(600) }
+    }
 }
 
 /// `init`: CRDs onto their clusters, then the service kind into the
@@ -117,21 +165,44 @@ pub async fn init(
     platform: Client,
     metrics: &Arc<Metrics>,
 ) -> Result<(), Error> {
+    init_with(planner, settings, platform, metrics, &InitOptions::default()).await
+}
+
+/// [`init`] with options.
+pub async fn init_with(
+    planner: &Planner,
+    settings: &Settings,
+    platform: Client,
+    metrics: &Arc<Metrics>,
+    options: &InitOptions,
+) -> Result<(), Error> {
     let descriptor = planner.descriptor();
     let onboarding = onboarding_client(&platform, settings, descriptor, true, metrics).await?;
     init::install_crds(descriptor, &planner.granted, &platform, &onboarding, &settings.field_manager()).await?;
-    init::register_service_kind(descriptor, &platform, &settings.provider_name).await
+    if !options.register_service_kind {
+        info!(kind = %descriptor.service.kind, "not registering the service kind (--register-service-kind=false)");
+        return Ok(());
+    }
+    init::register_when_reconciled(descriptor, &platform, &settings.provider_name, options.service_provider_timeout)
+        .await
 }
 
 /// Fails fast with a clear message when a watched kind cannot be listed
 /// (missing CRD or RBAC); otherwise kube's watcher would retry silently.
+/// `name` narrows the list to one object (as the watches do), so RBAC may
+/// name it in `resourceNames`.
 async fn probe(
     client: &Client,
     kind: &kube::api::ApiResource,
     cluster: Cluster,
     namespace: Option<&str>,
+    name: Option<&str>,
 ) -> Result<(), Error> {
-    let listed = resource::dynamic_api(client, kind, namespace).list_metadata(&ListParams::default().limit(1)).await;
+    let mut params = ListParams::default().limit(1);
+    if let Some(name) = name {
+        params = params.fields(&format!("metadata.name={name}"));
+    }
+    let listed = resource::dynamic_api(client, kind, namespace).list_metadata(&params).await;
     listed.map(drop).map_err(|e| {
         let plural = &kind.plural;
         Error::kube(format!("cannot list {plural} on the {cluster} cluster (is `init` done, is RBAC granted?)"), e)
@@ -168,94 +239,6 @@ pub fn context(
     );
     ctx.watch_namespace = settings.watch_namespace.clone();
     ctx
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-}
-
-/// `run`: until SIGTERM/SIGINT (or, with leader election, until the lease
-/// is lost, which ends the process so it can start over as a candidate).
-pub async fn run(
-    planner: Planner,
-    settings: &Settings,
-    endpoints: Endpoints,
-    leader_elect: bool,
-    platform: Client,
-    metrics: Arc<Metrics>,
-) -> Result<(), Error> {
-    info!(provider = %settings.provider_name, environment = %settings.environment, plugin = %planner.descriptor().name, "starting");
-    let ready = Arc::new(AtomicBool::new(false));
-    let mut servers = Vec::new();
-    match (endpoints.metrics, endpoints.health) {
-        (Some(m), Some(h)) if m == h => servers.push((m, true, true)),
-        (m, h) => {
-            servers.extend(m.map(|a| (a, true, false)));
-            servers.extend(h.map(|a| (a, false, true)));
-        }
-    }
-    for (addr, with_metrics, with_probes) in servers {
-        let (metrics, ready) = (metrics.clone(), ready.clone());
-        tokio::spawn(async move {
-            if let Err(e) = server::serve(addr, with_metrics, with_probes, metrics, ready).await {
-                warn!(error = %e, "endpoint stopped");
-            }
-        });
-    }
-
-    let (onboarding, secret) = onboarding_access(&platform, settings, planner.descriptor(), false, &metrics).await?;
-    let mut ctx = context(planner, settings, platform.clone(), onboarding.clone(), metrics);
-    ctx.reserved_secrets.extend(secret.map(|s| s.name));
-    let ctx = Arc::new(ctx);
-    probe(&onboarding, &ctx.service, Cluster::Onboarding, settings.watch_namespace.as_deref()).await?;
-    probe(&platform, &ctx.provider_config, Cluster::Platform, None).await?;
-
-    if !leader_elect {
-        ready.store(true, Ordering::Relaxed);
-        watch::run(ctx, shutdown_signal()).await;
-        return Ok(());
-    }
-    let identity = settings.pod_name.clone().unwrap_or_else(|| format!("service-provider-host-{}", std::process::id()));
-    let lease = LeaseManagerBuilder::new(platform, format!("sp-{}-leader", settings.provider_name))
-        .with_namespace(settings.pod_namespace.clone())
-        .with_identity(identity)
-        .with_duration(15)
-        .with_grace(5)
-        .build()
-        .await
-        .map_err(|e| Error::LeaderElection(format!("setting it up: {e}")))?;
-    let (mut leader, lease_task) = lease.watch().await;
-    info!("waiting to become the leader");
-    while !*leader.borrow_and_update() {
-        leader.changed().await.map_err(|_| Error::LeaderElection("it stopped".into()))?;
-    }
-    info!("became the leader");
-    ready.store(true, Ordering::Relaxed);
-    let mut lost = leader.clone();
-    let stop = async move {
-        tokio::select! {
-            _ = shutdown_signal() => {}
-            _ = lost.wait_for(|is_leader| !*is_leader) => warn!("lost the leader lease"),
-        }
-    };
-    watch::run(ctx, stop).await;
-    let lost = !*leader.borrow();
-    // With every receiver gone the lease task releases the lease, so a
-    // standby replica takes over at once instead of after it expires.
-    drop(leader);
-    let _ = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
-    if lost {
-        return Err(Error::LeaderElection("lost the leader lease".into()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

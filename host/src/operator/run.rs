@@ -1,0 +1,196 @@
+//! `run`: endpoints, onboarding access that follows its Secret, leader
+//! election and the controller, restarted when the credentials change.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube_lease_manager::LeaseManagerBuilder;
+use service_provider_sdk::contract::Cluster;
+use tracing::{info, warn};
+
+use super::{Endpoints, Settings, context, onboarding, probe};
+use crate::clusters::onboarding::Onboarding;
+use crate::metrics::Metrics;
+use crate::plan::Planner;
+use crate::server::{self, Health};
+use crate::{Error, resource, watch};
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+/// Serves the endpoints in the background.
+fn serve(endpoints: &Endpoints, metrics: &Arc<Metrics>, health: &Arc<Health>) {
+    let mut servers = Vec::new();
+    match (endpoints.metrics, endpoints.health) {
+        (Some(m), Some(h)) if m == h => servers.push((m, true, true)),
+        (m, h) => {
+            servers.extend(m.map(|a| (a, true, false)));
+            servers.extend(h.map(|a| (a, false, true)));
+        }
+    }
+    for (addr, with_metrics, with_probes) in servers {
+        let (metrics, health) = (metrics.clone(), health.clone());
+        tokio::spawn(async move {
+            if let Err(e) = server::serve(addr, with_metrics, with_probes, metrics, health).await {
+                warn!(error = %e, "endpoint stopped");
+            }
+        });
+    }
+}
+
+/// Why a controller run ended.
+enum Stop {
+    Shutdown,
+    LostLease,
+    /// The onboarding kubeconfig Secret holds new credentials.
+    Credentials(String),
+}
+
+/// `run`: until SIGTERM/SIGINT (or, with leader election, until the lease
+/// is lost, which ends the process so it can start over as a candidate).
+///
+/// Every replica loads the plugin, reaches both clusters and then is Ready:
+/// the leader once its caches are synced, the others while they stand by
+/// for the lease. When the onboarding kubeconfig Secret changes, the
+/// controller is stopped (running reconciles finish) and started again
+/// with a client built from the new credentials.
+pub async fn run(
+    planner: Planner,
+    settings: &Settings,
+    endpoints: Endpoints,
+    leader_elect: bool,
+    platform: Client,
+    metrics: Arc<Metrics>,
+) -> Result<(), Error> {
+    info!(provider = %settings.provider_name, environment = %settings.environment, plugin = %planner.descriptor().name, "starting");
+    let health = Health::new();
+    serve(&endpoints, &metrics, &health);
+    let (shutdown_tx, mut shutdown) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = shutdown_tx.send(true);
+    });
+
+    let mut onboarding = onboarding(&platform, settings, planner.descriptor(), &metrics).await?;
+    let (service, provider_config) = (&planner.descriptor().service, &planner.descriptor().provider_config);
+    let watch_namespace = settings.watch_namespace.as_deref();
+    probe(&onboarding.client, &resource::of_kind(service), Cluster::Onboarding, watch_namespace, None).await?;
+    let provider_name = Some(settings.provider_name.as_str());
+    probe(&platform, &resource::of_kind(provider_config), Cluster::Platform, None, provider_name).await?;
+
+    let mut lease = match leader_elect {
+        true => Some(lease(&platform, settings).await?),
+        false => None,
+    };
+    let stop = loop {
+        if let Some((leader, _)) = &mut lease
+            && !*leader.borrow_and_update()
+        {
+            health.ready("standing by for the leader lease");
+            info!("waiting to become the leader");
+            loop {
+                tokio::select! {
+                    became = leader.wait_for(|is_leader| *is_leader) => {
+                        became.map_err(|_| Error::LeaderElection("it stopped".into()))?;
+                        break;
+                    }
+                    text = onboarding.changed(&platform, |why| health.not_ready(why)) => {
+                        switch(&mut onboarding, text, &metrics, &health).await;
+                        health.ready("standing by for the leader lease");
+                    }
+                    _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+                }
+            }
+            info!("became the leader");
+        }
+
+        health.not_ready("starting the controller (caches not synced yet)");
+        let mut ctx = context(planner.clone(), settings, platform.clone(), onboarding.client.clone(), metrics.clone());
+        ctx.reserved_secrets.extend(onboarding.secret().map(|s| s.name.clone()));
+        let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
+        let synced = health.clone();
+        let controller = watch::run_until(
+            Arc::new(ctx),
+            async move {
+                let _ = stopped.await;
+            },
+            move || synced.ready("caches synced, reconciling"),
+        );
+        tokio::pin!(controller);
+        let lost = async {
+            match lease.as_mut() {
+                Some((leader, _)) => drop(leader.wait_for(|is_leader| !*is_leader).await),
+                None => std::future::pending().await,
+            }
+        };
+        let (why, ended) = tokio::select! {
+            () = &mut controller => (Stop::Shutdown, true),
+            _ = shutdown.wait_for(|stop| *stop) => (Stop::Shutdown, false),
+            () = lost => (Stop::LostLease, false),
+            text = onboarding.changed(&platform, |why| health.not_ready(why)) => (Stop::Credentials(text), false),
+        };
+        // Running reconciles finish before anything else happens.
+        let _ = stop_controller.send(());
+        if !ended {
+            controller.await;
+        }
+        match why {
+            Stop::Credentials(text) => switch(&mut onboarding, text, &metrics, &health).await,
+            other => break other,
+        }
+    };
+    health.not_ready("stopping");
+    if let Some((leader, task)) = lease {
+        // With every receiver gone the lease task releases the lease, so a
+        // standby replica takes over at once instead of after it expires.
+        drop(leader);
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
+    match stop {
+        Stop::LostLease => {
+            warn!("lost the leader lease");
+            Err(Error::LeaderElection("lost the leader lease".into()))
+        }
+        _ => Ok(()),
+    }
+}
+
+type LeaseTask = tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>;
+
+/// Takes part in the election for the Lease `sp-<provider>-leader` in the
+/// pod namespace: a receiver that says whether this replica leads.
+async fn lease(
+    platform: &Client,
+    settings: &Settings,
+) -> Result<(tokio::sync::watch::Receiver<bool>, LeaseTask), Error> {
+    let identity = settings.pod_name.clone().unwrap_or_else(|| format!("service-provider-host-{}", std::process::id()));
+    let manager = LeaseManagerBuilder::new(platform.clone(), format!("sp-{}-leader", settings.provider_name))
+        .with_namespace(settings.pod_namespace.clone())
+        .with_identity(identity)
+        .with_duration(15)
+        .with_grace(5)
+        .build()
+        .await
+        .map_err(|e| Error::LeaderElection(format!("setting it up: {e}")))?;
+    Ok(manager.watch().await)
+}
+
+/// Switches the onboarding client to new credentials.
+async fn switch(onboarding: &mut Onboarding, text: String, metrics: &Arc<Metrics>, health: &Health) {
+    info!("the onboarding kubeconfig Secret changed: switching to the new credentials");
+    if let Err(e) = onboarding.rebuild(text, metrics).await {
+        let why = format!("the new onboarding kubeconfig cannot be used: {}", crate::error::report(&e));
+        warn!("{why}");
+        health.not_ready(&why);
+    }
+}

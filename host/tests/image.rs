@@ -1,0 +1,123 @@
+//! The container image (`scripts/build-image.sh`, named by
+//! `SERVICE_PROVIDER_HOST_IMAGE`): `init` and `run` from inside it against
+//! the test clusters, the Kro lifecycle to Ready and a clean deletion, and
+//! the start-up time to the first reconcile with the precompiled plugin
+//! cache baked into the image and without it.
+//!
+//! Without the variable the test passes with a note, unless
+//! `SERVICE_PROVIDER_HOST_REQUIRE_IMAGE=1` (CI) makes that a failure.
+
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use host_test_support::process::{Launcher, Replica, ReplicaOptions};
+use host_test_support::*;
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+fn image() -> Option<Launcher> {
+    let launcher = Launcher::image_from_env();
+    if launcher.is_none() {
+        let required = std::env::var("SERVICE_PROVIDER_HOST_REQUIRE_IMAGE").is_ok_and(|v| v == "1");
+        assert!(!required, "SERVICE_PROVIDER_HOST_IMAGE is not set: build the image with scripts/build-image.sh");
+        eprintln!("skipped: SERVICE_PROVIDER_HOST_IMAGE is not set (eval \"$(scripts/build-image.sh)\")");
+    }
+    launcher
+}
+
+fn args(list: &[&str]) -> Vec<OsString> {
+    list.iter().map(OsString::from).collect()
+}
+
+/// Starts `run` from the image and measures the time until the Kro `name`
+/// (created before) has a status written by this process.
+async fn first_reconcile(image: &Launcher, f: &Fixture, name: &str, env: Vec<(String, String)>) -> (Replica, Duration) {
+    f.create_kro(name, "v0.9.1").await;
+    let replica = Replica::start(image, f, ReplicaOptions { env, ..ReplicaOptions::new(name) });
+    let started = Instant::now();
+    eventually(&format!("the first reconcile of {name}"), WAIT, || async {
+        f.kro(name).await.filter(|k| k["status"]["observedGeneration"].is_number()).map(drop)
+    })
+    .await;
+    (replica, started.elapsed())
+}
+
+#[tokio::test]
+async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
+    let Some(image) = image() else { return };
+    let f = Fixture::new(Options {
+        instances: vec!["mcp-01".into(), "cached".into(), "compiled".into()],
+        flux_ready: true,
+        workload: false,
+    })
+    .await;
+    let kubeconfig = f.env.platform.kubeconfig_path();
+
+    // The image runs as a user that cannot write into it: the baked cache
+    // cannot be changed, and nothing else can be written either.
+    let out = image
+        .command(&args(&["precompile", "--plugin-cache-dir", "/plugins/cache-new", "/plugins"]), &kubeconfig, &[])
+        .output()
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("Permission denied"), "non-root, read-only: {stderr}");
+
+    // init, as openmcp's init Job runs it (its ServiceProvider reconciled).
+    let providers: Api<DynamicObject> =
+        Api::all_with(f.platform.clone(), &service_provider_host::init::service_provider_resource());
+    let sp: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+        "metadata": {"name": f.provider}, "spec": {"image": "service-provider-host:test"}
+    }))
+    .unwrap();
+    providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
+    let status = json!({"status": {"observedGeneration": 1, "phase": "Progressing"}});
+    providers.patch_status(&f.provider, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let init = [
+        "init",
+        "--environment=test",
+        "--verbosity=INFO",
+        "--provider-name",
+        &f.provider,
+        "--plugin",
+        "/plugins/kro.wasm",
+    ];
+    let out = image.command(&args(&init), &kubeconfig, &[("POD_NAMESPACE", &f.pod_ns)]).output().await;
+    assert!(out.status.success(), "init in the image: {}", String::from_utf8_lossy(&out.stderr));
+    let sp = providers.get(&f.provider).await.unwrap();
+    assert_eq!(sp.data["status"]["resources"][0]["kind"], "Kro", "{:?}", sp.data);
+
+    // run: start to first reconcile with the baked cache, then with the
+    // cache unusable (a directory the user cannot create: the host warns
+    // and compiles the plugin in memory).
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    let (cached, with_cache) = first_reconcile(&image, &f, "cached", vec![]).await;
+    assert!(cached.terminate().success());
+    let no_cache = vec![("PLUGIN_CACHE_DIR".to_string(), "/nonexistent/cache".to_string())];
+    let (compiled, without_cache) = first_reconcile(&image, &f, "compiled", no_cache).await;
+    assert!(compiled.terminate().success());
+    eprintln!(
+        "start to first reconcile from the image: {with_cache:?} with the baked cache, {without_cache:?} compiling"
+    );
+
+    // The whole lifecycle, from the image, with leader election.
+    let replica = Replica::start(&image, &f, ReplicaOptions { leader_elect: true, ..ReplicaOptions::new("sp-kro-0") });
+    assert!(replica.wait_ready(WAIT).await, "{:?}", replica.readyz());
+    f.create_kro("mcp-01", "v0.9.1").await;
+    let kro = f.wait_ready("mcp-01").await;
+    assert_eq!(ready(&kro)["reason"], "ReconcileSuccess", "{kro:#}");
+    assert!(f.flux_objects("HelmRelease", "mcp-01").get_opt("kro-helm-release").await.unwrap().is_some());
+    for name in ["mcp-01", "cached", "compiled"] {
+        f.delete_kro(name).await;
+    }
+    for name in ["mcp-01", "cached", "compiled"] {
+        f.wait_gone(name).await;
+    }
+    assert!(f.flux_objects("HelmRelease", "mcp-01").get_opt("kro-helm-release").await.unwrap().is_none());
+    eprintln!("resident memory of the image's host after the lifecycle: {:?} KiB", replica.process.rss_kib());
+    let remaining: Vec<String> =
+        f.access_requests("mcp-01").list(&Default::default()).await.unwrap().iter().map(|a| a.name_any()).collect();
+    assert!(remaining.is_empty(), "AccessRequests left: {remaining:?}");
+    assert!(replica.terminate().success(), "the image's process stops cleanly on SIGTERM");
+}

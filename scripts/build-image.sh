@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Builds the container image of service-provider-host from `scratch`:
+# a static (musl) release binary, the plugins at /plugins/<name>.wasm, their
+# precompiled cache at /plugins/cache (written by the image's own binary
+# during the build), CA certificates and a non-root user.
+#
+# stdout carries only `export …` lines (eval it); progress goes to stderr.
+#
+#   eval "$(scripts/build-image.sh)"   # exports SERVICE_PROVIDER_HOST_IMAGE
+#
+# The expensive part, the release musl build, is cached twice:
+#   - the binary itself, keyed by a hash of everything it is built from
+#     (rustc version, target, profile settings, Cargo.lock, the manifests and
+#     sources of host/, sdk/ and wit/): a hit skips cargo entirely;
+#   - cargo's target directory, per rustc version, so a miss rebuilds only
+#     what changed.
+# Both live under ${SPH_IMAGE_CACHE:-~/.cache/service-provider-host/image}.
+# An empty cache works, it is only slower (a cold release build).
+#
+# Environment:
+#   IMAGE            image reference to tag (default localhost/service-provider-host:dev)
+#   SPH_IMAGE_CACHE  cache root (see above)
+#   BUILDAH_STORAGE  buildah storage driver (default vfs: works without overlay support)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+image="${IMAGE:-localhost/service-provider-host:dev}"
+cache="${SPH_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/service-provider-host/image}"
+storage="${BUILDAH_STORAGE:-vfs}"
+triple=x86_64-unknown-linux-musl
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+context="$target_dir/image/context"
+log() { echo "build-image: $*" >&2; }
+started=$SECONDS
+
+# The plugins in the image: <name in /plugins>:<cargo package>:<file>. A
+# plugin whose package is not in this checkout is skipped (guest-flux is
+# added by its own branch).
+plugins=(
+  "kro:guest-kro:guest_kro.wasm"
+  "flux:guest-flux:guest_flux.wasm"
+)
+
+for tool in buildah cargo sha256sum; do
+  command -v "$tool" >/dev/null || { log "$tool is required (buildah: apt-get install buildah)"; exit 1; }
+done
+if ! command -v musl-gcc >/dev/null && ! command -v x86_64-linux-musl-gcc >/dev/null; then
+  log "a musl C compiler is required for ring and psm (Debian: apt-get install musl-tools)"
+  exit 1
+fi
+rustup target add "$triple" wasm32-wasip2 >&2
+
+# Release profile settings for the image (environment overrides, so the
+# workspace's own profiles stay as they are). Unwinding stays on: a panic
+# in one reconcile must not end the process.
+export CARGO_PROFILE_RELEASE_STRIP=symbols
+export CARGO_PROFILE_RELEASE_DEBUG=0
+profile_flags="strip=symbols debug=0"
+
+# --- the host binary, cached by source hash ---------------------------------
+rustc_version="$(rustc -vV)"
+sources=(Cargo.lock Cargo.toml host/Cargo.toml host/src sdk/Cargo.toml sdk/src wit)
+[ -f host/build.rs ] && sources+=(host/build.rs)
+[ -f .cargo/config.toml ] && sources+=(.cargo/config.toml)
+key="$(
+  {
+    printf '%s\n%s\n%s\n' "$rustc_version" "$triple" "$profile_flags"
+    find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -c1-16
+)"
+toolchain="$(rustc -vV | sha256sum | cut -c1-12)"
+binary="$cache/bin/$key/service-provider-host"
+if [ -x "$binary" ]; then
+  log "host binary: cache hit ($key)"
+else
+  log "host binary: cache miss ($key): release build for $triple"
+  build_started=$SECONDS
+  CARGO_TARGET_DIR="$cache/cargo-target-$toolchain" \
+    cargo build --locked --release --target "$triple" -p service-provider-host --bin service-provider-host >&2
+  mkdir -p "$(dirname "$binary")"
+  cp "$cache/cargo-target-$toolchain/$triple/release/service-provider-host" "$binary.tmp"
+  mv "$binary.tmp" "$binary"
+  log "host binary: built in $((SECONDS - build_started))s"
+  # Keep the three newest binaries and only the current toolchain's target dir.
+  ls -1dt "$cache"/bin/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
+  find "$cache" -maxdepth 1 -name 'cargo-target-*' ! -name "cargo-target-$toolchain" -exec rm -rf {} +
+fi
+
+# --- the plugins --------------------------------------------------------------
+packages=()
+for entry in "${plugins[@]}"; do
+  IFS=: read -r _ package _ <<<"$entry"
+  cargo metadata --no-deps --format-version 1 --offline 2>/dev/null | grep -q "\"name\":\"$package\"" &&
+    packages+=(-p "$package")
+done
+log "plugins: ${packages[*]}"
+cargo build --locked "${packages[@]}" --target wasm32-wasip2 --profile plugin >&2
+
+# --- the build context ----------------------------------------------------------
+rm -rf "$context"
+mkdir -p "$context/plugins" "$context/etc/ssl/certs"
+cp "$binary" "$context/service-provider-host"
+for entry in "${plugins[@]}"; do
+  IFS=: read -r name package file <<<"$entry"
+  [ -f "$target_dir/wasm32-wasip2/plugin/$file" ] && [[ " ${packages[*]} " == *" $package "* ]] &&
+    cp "$target_dir/wasm32-wasip2/plugin/$file" "$context/plugins/$name.wasm"
+done
+ca=/etc/ssl/certs/ca-certificates.crt
+[ -f "$ca" ] || { log "$ca is missing (Debian: apt-get install ca-certificates)"; exit 1; }
+cp "$ca" "$context/etc/ssl/certs/ca-certificates.crt"
+printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin\n' \
+  >"$context/etc/passwd"
+printf 'root:x:0:\nnonroot:x:65532:\n' >"$context/etc/group"
+
+# --- the image ------------------------------------------------------------------
+previous="$(buildah --storage-driver "$storage" images --noheading --format '{{.ID}}' "$image" 2>/dev/null || true)"
+log "buildah bud $image"
+buildah --storage-driver "$storage" bud --isolation chroot --layers=false \
+  --label "org.opencontainers.image.revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+  --label "service-provider-host.binary-key=$key" \
+  -f "$root/Containerfile" -t "$image" "$context" >&2
+current="$(buildah --storage-driver "$storage" images --noheading --format '{{.ID}}' "$image")"
+if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+  buildah --storage-driver "$storage" rmi "$previous" >/dev/null 2>&1 || true
+fi
+size="$(buildah --storage-driver "$storage" images --noheading --format '{{.Size}}' "$image")"
+log "image $image ($current): $size, built in $((SECONDS - started))s"
+echo "export SERVICE_PROVIDER_HOST_IMAGE=$image"
+echo "export BUILDAH_STORAGE=$storage"
