@@ -23,10 +23,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
+use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
-use kube::api::{DynamicObject, ListParams, ObjectMeta, PostParams};
+use kube::api::{ApiResource, DynamicObject, ObjectMeta, PostParams};
+use kube::runtime::{reflector, watcher};
 use serde_json::json;
 use service_provider_host::resource;
 
@@ -101,10 +103,36 @@ impl Drop for Host {
     }
 }
 
-async fn count_ready(kroes: &Api<DynamicObject>) -> anyhow::Result<(usize, usize)> {
-    let list = kroes.list(&ListParams::default()).await?;
-    let ready = list.items.iter().filter(|k| k.data["status"]["phase"] == "Ready").count();
-    Ok((list.items.len(), ready))
+/// The service objects as a watch sees them: counting from it costs the
+/// API server nothing, where listing hundreds of objects every 250 ms would
+/// be a load of its own on the servers being measured.
+struct Watched {
+    store: reflector::Store<DynamicObject>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watched {
+    fn start(kroes: Api<DynamicObject>, resource: ApiResource) -> Self {
+        let writer = reflector::store::Writer::new(resource);
+        let store = writer.as_reader();
+        let stream = reflector::reflector(writer, watcher(kroes, watcher::Config::default()));
+        let task = tokio::spawn(stream.for_each(|_| async {}));
+        Watched { store, task }
+    }
+
+    /// `(objects, of which Ready)`.
+    async fn count(&self) -> anyhow::Result<(usize, usize)> {
+        self.store.wait_until_ready().await?;
+        let all = self.store.state();
+        let ready = all.iter().filter(|k| k.data["status"]["phase"] == "Ready").count();
+        Ok((all.len(), ready))
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 struct Result {
@@ -201,6 +229,8 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         "default",
         &resource::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes"),
     );
+    let watched = Watched::start(kroes.clone(), resource::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes"));
+    watched.count().await?;
     let started = Instant::now();
     let creators: Vec<_> = (0..n)
         .map(|i| {
@@ -219,7 +249,7 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         creator.await??;
     }
     let ready = loop {
-        let (_, ready) = count_ready(&kroes).await?;
+        let (_, ready) = watched.count().await?;
         if ready == n {
             break started.elapsed();
         }
@@ -238,7 +268,7 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         kroes.delete(&format!("mcp-{i}"), &Default::default()).await?;
     }
     let gone = loop {
-        let (left, _) = count_ready(&kroes).await?;
+        let (left, _) = watched.count().await?;
         if left == 0 {
             break deleting.elapsed();
         }
@@ -337,7 +367,10 @@ async fn main() -> anyhow::Result<()> {
     let commit = Command::new("git").args(["rev-parse", "--short", "HEAD"]).current_dir(&root).output().ok();
     let commit = commit.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     let date = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string();
-    let section = format!("\n## {date}, commit {commit}\n\nMachine: {}.\n\n{table}", machine());
+    // `BENCH_LABEL` names what was measured when it is not this checkout's
+    // own build (e.g. an older binary given in `SERVICE_PROVIDER_HOST`).
+    let label = std::env::var("BENCH_LABEL").unwrap_or_else(|_| format!("commit {commit}"));
+    let section = format!("\n## {date}, {label}\n\nMachine: {}.\n\n{table}", machine());
     let path = root.join("BENCHMARKS.md");
     let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
         "# Benchmarks\n\n`task bench-scale` (see `host/examples/bench_scale.rs`): the host with the Kro component on the test harness, N instances created at once. Requests are the host's own (`service_provider_host_kube_requests_total`); a watch counts as one GET when it starts.\n".to_string()

@@ -4,14 +4,17 @@
 //! The cluster-facing gatherer reads observations from the API servers; the
 //! helpers here are shared with `render`, which reads them from files.
 
-use kube::api::ListParams;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kube::api::{DynamicObject, ListParams};
 use serde_json::{Map, Value, json};
 use service_provider_sdk::contract::{Cluster, Context, Detail, Input, KubeconfigRef, Observation, Observed};
 
 use crate::Error;
 use crate::instance::{Instance, Reach, reachable, scope_namespace};
 use crate::resource::{self, kind_absent};
-use crate::stores::Stores;
+use crate::stores::{Lookup, Stores};
 
 /// The context for one instance.
 pub fn context(
@@ -110,6 +113,7 @@ pub async fn observe(
     granted: &[Observation],
     context: &Context,
     cleanup: bool,
+    fetched: &mut Fetched,
 ) -> Result<Vec<Observed>, Error> {
     let mut observed = Vec::new();
     for o in observations(granted, cleanup) {
@@ -124,7 +128,11 @@ pub async fn observe(
         let objects: Vec<Value> = match (&o.name, o.detail) {
             (Some(_), _) if stored.is_some() => vec![to_json(stored.as_deref(), &what)?],
             (Some(name), _) => match api.get_opt(name).await {
-                Ok(found) => found.map(|f| to_json(f, &what)).transpose()?.into_iter().collect(),
+                Ok(found) => {
+                    let found = found.map(Arc::new);
+                    fetched.record(o.cluster, &o.api.api_version(), &o.api.kind, namespace, name, found.clone());
+                    found.map(|f| to_json(f.as_ref(), &what)).transpose()?.into_iter().collect()
+                }
                 Err(e) if kind_absent(&e) => Vec::new(),
                 Err(e) => return Err(Error::kube(what(), e)),
             },
@@ -151,6 +159,48 @@ pub async fn observe(
         });
     }
     Ok(observed)
+}
+
+/// An object's place: cluster, apiVersion, kind, namespace, name.
+type Place = (Cluster, String, String, Option<String>, String);
+
+/// What one reconcile read by name from an API server, so that it does not
+/// read it again (an observed object the plan then applies).
+#[derive(Default)]
+pub struct Fetched {
+    objects: HashMap<Place, Option<Arc<DynamicObject>>>,
+}
+
+impl Fetched {
+    fn record(
+        &mut self,
+        cluster: Cluster,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        object: Option<Arc<DynamicObject>>,
+    ) {
+        let key = (cluster, api_version.into(), kind.into(), namespace.map(str::to_string), name.into());
+        self.objects.insert(key, object);
+    }
+
+    /// What the read found, or [`Lookup::Unknown`] if it made none.
+    pub fn lookup(
+        &self,
+        cluster: Cluster,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Lookup {
+        let key = (cluster, api_version.into(), kind.into(), namespace.map(str::to_string), name.into());
+        match self.objects.get(&key) {
+            Some(Some(object)) => Lookup::Found(object.clone()),
+            Some(None) => Lookup::Absent,
+            None => Lookup::Unknown,
+        }
+    }
 }
 
 fn to_json(object: impl serde::Serialize, what: &impl Fn() -> String) -> Result<Value, Error> {

@@ -77,6 +77,15 @@ impl Watched {
         }
     }
 
+    /// Like [`Self::lookup`], for a store that holds everything of this
+    /// provider's in its place: a miss means none of ours is there.
+    fn lookup_ours(&self, namespace: Option<&str>, name: &str) -> Lookup {
+        match self.lookup(namespace, name) {
+            Lookup::Unknown if self.is_listed() => Lookup::Absent,
+            other => other,
+        }
+    }
+
     fn is(&self, api_version: &str, kind: &str) -> bool {
         self.resource.api_version == api_version && self.resource.kind == kind
     }
@@ -110,9 +119,39 @@ impl Stores {
         self.access_requests.as_ref().map_or(Lookup::Unknown, |w| w.lookup(Some(namespace), name))
     }
 
+    /// The provider's own AccessRequest: a miss is [`Lookup::Absent`] (see
+    /// [`Self::ours`]), for creating it where a create finds anything
+    /// else in the way.
+    pub fn our_access_request(&self, namespace: &str, name: &str) -> Lookup {
+        self.access_requests.as_ref().map_or(Lookup::Unknown, |w| w.lookup_ours(Some(namespace), name))
+    }
+
     /// A platform object of the plugin's kinds.
     pub fn owned(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Lookup {
         find(&self.owned, api_version, kind).map_or(Lookup::Unknown, |w| w.lookup(namespace, name))
+    }
+
+    /// This provider's own object, as far as the stores that watch by the
+    /// provider's label can tell: the plugin's platform kinds, and Secrets
+    /// (never plugin objects, so every Secret of ours is a copy). A miss is
+    /// [`Lookup::Absent`]: none of *ours* is there, though something foreign
+    /// may be. Right for deleting (only ours is ever deleted), never for
+    /// creating.
+    pub fn ours(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Lookup {
+        self.ours_store(api_version, kind).map_or(Lookup::Unknown, |w| w.lookup_ours(namespace, name))
+    }
+
+    /// Every object of this provider's of a kind, in `namespace` or
+    /// everywhere, when a listed store holds all of them (see [`Self::ours`]).
+    pub fn all_ours(&self, resource: &ApiResource, namespace: Option<&str>) -> Option<Vec<Arc<DynamicObject>>> {
+        let watched = self.ours_store(&resource.api_version, &resource.kind).filter(|w| w.is_listed())?;
+        let all = watched.store.state().into_iter();
+        Some(all.filter(|o| namespace.is_none() || o.metadata.namespace.as_deref() == namespace).collect())
+    }
+
+    fn ours_store(&self, api_version: &str, kind: &str) -> Option<&Watched> {
+        let copies = find(&self.copies, api_version, kind).filter(|_| api_version == "v1" && kind == "Secret");
+        find(&self.owned, api_version, kind).or(copies)
     }
 
     /// A copy source (`kind` Secret or ConfigMap) in the pod namespace.

@@ -28,13 +28,14 @@ use futures::{StreamExt, TryStreamExt};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{Predicate, PredicateConfig, WatchStreamExt, predicates, watcher};
 use kube::{Api, ResourceExt};
 use service_provider_sdk::contract::Cluster;
 use service_provider_sdk::names;
 use tracing::{debug, info, warn};
 
 use crate::access;
+use crate::clusters;
 use crate::owner::{LABEL_COPY_OF, Owner};
 use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
 use crate::resource;
@@ -63,6 +64,15 @@ fn platform_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
         .filter(|api| seen.insert((api.api_version(), api.kind.clone())))
         .map(resource::of_kind)
         .collect()
+}
+
+/// What makes a service object worth another look (see the primary watch).
+fn service_object_changed(object: &DynamicObject) -> Option<u64> {
+    predicates::generation
+        .combine(predicates::annotations)
+        .combine(predicates::labels)
+        .combine(predicates::finalizers)
+        .hash_property(object)
 }
 
 fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<DynamicObject> {
@@ -115,6 +125,13 @@ pub async fn run_until(
     let provider_selector = Owner::provider_selector(&ctx.provider_name);
     let mut stores = Stores::default();
     let (primary, objects) = reflect(service, ctx.service.clone(), watcher::Config::default().any_semantic(), true);
+    // The host's own status writes are not a reason to look again: only
+    // what a person or openmcp changes is (the spec, which moves the
+    // generation; annotations such as the operation; labels; finalizers;
+    // the deletion, which also moves the generation of an object with
+    // finalizers). Without this, every status write was one more reconcile,
+    // often before the stores had seen what that reconcile had just written.
+    let objects = objects.predicate_filter(service_object_changed, PredicateConfig::default()).boxed();
     // The service objects are listed (and reconciles start) only once every
     // other watch has listed: reconciles read from those stores, and a read
     // before would go to the API server instead, with permissions the host
@@ -202,6 +219,7 @@ pub async fn run_until(
     ctx.set_stores(stores);
     let cache = tokio::spawn(report_synced(primary, synced));
     let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), objects, trigger));
+    let evict = tokio::spawn(evict_idle_clients(ctx.clone()));
     controller
         .reconcile_all_on(all)
         .graceful_shutdown_on(shutdown)
@@ -219,8 +237,20 @@ pub async fn run_until(
         .await;
     provider_config.abort();
     cache.abort();
+    evict.abort();
     // The writers are gone with the watches: no reads from stale stores.
     ctx.set_stores(Stores::default());
+}
+
+/// Drops the cluster clients nobody used for [`clusters::CLIENT_IDLE`], so
+/// memory follows the instances that are busy, not all there are.
+async fn evict_idle_clients(ctx: Arc<Context>) {
+    let mut every = tokio::time::interval(clusters::CLIENT_IDLE / 2);
+    loop {
+        every.tick().await;
+        let left = ctx.clients.evict_idle(clusters::CLIENT_IDLE);
+        debug!(clients = left, pools = ctx.clients.pools(), "idle cluster clients dropped");
+    }
 }
 
 /// Returns once every store in the context has its first list.

@@ -114,7 +114,9 @@ fn finalizers(live: &DynamicObject) -> Vec<String> {
 }
 
 /// Creates the AccessRequest, or brings its token rules up to date. Writes
-/// nothing when it already matches. Returns the live object.
+/// nothing when it already matches. Returns the live object. `cached` may
+/// answer "absent" for "none of ours": the create then finds whatever else
+/// is in the way.
 pub async fn ensure_access_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
@@ -122,8 +124,19 @@ pub async fn ensure_access_request(
     field_manager: &str,
 ) -> Result<DynamicObject, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    let live = match handle.find(&request.labels(), cached).await? {
-        Found::Missing => return handle.create(request.manifest(), field_manager).await,
+    let mut found = handle.find(&request.labels(), cached).await?;
+    if let Found::Missing = found {
+        match handle.create(request.manifest(), field_manager).await {
+            Ok(created) => return Ok(created),
+            // Ours, not yet seen by the store, or someone else's.
+            Err(Error::Kube { source: kube::Error::Api(s), .. }) if s.is_already_exists() => {
+                found = handle.find(&request.labels(), Lookup::Unknown).await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let live = match found {
+        Found::Missing => return Err(Error::Conflict(format!("{} vanished while being created", handle.what))),
         Found::Foreign => return Err(handle.not_ours()),
         Found::Ours(live) => *live,
     };

@@ -96,7 +96,8 @@ fn shared_place(manifest: &Manifest) -> bool {
 
 /// Server-side applies one desired object, unless that would change nothing.
 /// The live object comes from `cached` when a store has it, else from the
-/// API server.
+/// API server. `Absent` must mean nothing at all is there (not merely none
+/// of ours): an object in the way is found only by reading.
 pub async fn apply(
     client: &Client,
     manifest: &Manifest,
@@ -116,7 +117,8 @@ pub async fn apply(
     };
     let live = match cached {
         Lookup::Found(live) => Some(DynamicObject::clone(&live)),
-        Lookup::Absent | Lookup::Unknown => {
+        Lookup::Absent => None,
+        Lookup::Unknown => {
             api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?
         }
     };
@@ -149,16 +151,22 @@ pub async fn apply(
 
 /// Deletes one object the host manages. Returns true once it is gone.
 /// Objects without this instance's owner labels are not ours and count as
-/// gone: the host never deletes what it did not create.
-pub async fn delete(client: &Client, target: &ObjectRef, owner: &Owner) -> Result<bool, Error> {
+/// gone: the host never deletes what it did not create. `cached` is what a
+/// store knows of *our* object there ([`crate::stores::Stores::ours`]); the
+/// API server is asked only when no store can tell.
+pub async fn delete(client: &Client, target: &ObjectRef, cached: Lookup, owner: &Owner) -> Result<bool, Error> {
     let resource = api_resource(&target.api_version, &target.kind, &target.plural);
     let api = dynamic_api(client, &resource, target.namespace.as_deref());
     let what = || format!("{} {}", target.kind, target.name);
-    let live = match api.get_opt(&target.name).await {
-        Ok(live) => live,
-        // The kind itself is not served (CRD gone): nothing left to delete.
-        Err(e) if kind_absent(&e) => None,
-        Err(e) => return Err(Error::kube(format!("reading {}", what()), e)),
+    let live = match cached {
+        Lookup::Found(live) => Some(DynamicObject::clone(&live)),
+        Lookup::Absent => None,
+        Lookup::Unknown => match api.get_opt(&target.name).await {
+            Ok(live) => live,
+            // The kind itself is not served (CRD gone): nothing left to delete.
+            Err(e) if kind_absent(&e) => None,
+            Err(e) => return Err(Error::kube(format!("reading {}", what()), e)),
+        },
     };
     let Some(live) = live else { return Ok(true) };
     if !owner.owns(&live.metadata) {

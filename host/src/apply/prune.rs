@@ -12,7 +12,7 @@
 //! once with an empty inventory when the instance is deleted.
 
 use kube::Client;
-use kube::api::{ApiResource, DeleteParams, ListParams};
+use kube::api::{ApiResource, DeleteParams, ListParams, ObjectMeta};
 use service_provider_sdk::contract::{Cluster, Context, Descriptor};
 
 use crate::Error;
@@ -20,6 +20,7 @@ use crate::instance::scope_namespace;
 use crate::owner::Owner;
 use crate::plan::{Inventory, ObjectKey};
 use crate::resource::{self, dynamic_api, kind_absent};
+use crate::stores::Stores;
 
 /// Where to look for orphans: a kind, and a namespace (all namespaces, or
 /// cluster-scoped, when `None`).
@@ -46,25 +47,40 @@ impl Scope {
 
 /// Deletes every object of `scopes` on one cluster that `owner` owns and
 /// `keep` does not list. Returns how many deletions were requested.
+/// Candidates come from `stores` where one holds all of the provider's
+/// objects of a kind (only on the platform cluster), else from a list.
 pub async fn prune(
     client: &Client,
     cluster: Cluster,
     scopes: &[Scope],
     owner: &Owner,
     keep: &Inventory,
+    stores: Option<&Stores>,
 ) -> Result<usize, Error> {
     let selector = owner.selector();
     let mut deleted = 0;
     for scope in scopes.iter().filter(|s| !(s.resource.kind == "Namespace" && s.resource.group.is_empty())) {
         let kind = &scope.resource.kind;
-        let api = dynamic_api(client, &scope.resource, scope.namespace.as_deref());
-        let listed = match api.list_metadata(&ListParams::default().labels(&selector)).await {
-            Ok(list) => list.items,
-            Err(e) if kind_absent(&e) => continue,
-            Err(e) => return Err(Error::kube(format!("listing {kind} objects to prune on the {cluster} cluster"), e)),
+        let cached = stores
+            .filter(|_| cluster == Cluster::Platform)
+            .and_then(|stores| stores.all_ours(&scope.resource, scope.namespace.as_deref()));
+        let candidates: Vec<ObjectMeta> = match cached {
+            Some(objects) => objects.iter().map(|o| o.metadata.clone()).collect(),
+            None => {
+                let api = dynamic_api(client, &scope.resource, scope.namespace.as_deref());
+                match api.list_metadata(&ListParams::default().labels(&selector)).await {
+                    Ok(list) => list.items.into_iter().map(|o| o.metadata).collect(),
+                    Err(e) if kind_absent(&e) => continue,
+                    Err(e) => {
+                        return Err(Error::kube(
+                            format!("listing {kind} objects to prune on the {cluster} cluster"),
+                            e,
+                        ));
+                    }
+                }
+            }
         };
-        for object in listed {
-            let meta = &object.metadata;
+        for meta in &candidates {
             let (Some(name), None) = (meta.name.clone(), meta.deletion_timestamp.as_ref()) else { continue };
             let key = ObjectKey {
                 cluster,

@@ -5,17 +5,21 @@
 //! cached per Secret: the token in it rotates, so a client is rebuilt when the
 //! Secret's `resourceVersion` changes; the onboarding client of `run`
 //! follows its Secret the same way ([`onboarding`]). Kubeconfigs read from a
-//! cluster are data only ([`kubeconfig`]): no `exec`, no files.
+//! cluster are data only ([`kubeconfig`]): no `exec`, no files. Cached
+//! clients share connections per server ([`pools`]) and are dropped when
+//! unused for [`CLIENT_IDLE`].
 
 pub mod kubeconfig;
 pub mod onboarding;
+pub mod pools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::Secret;
-use kube::client::{Body, ClientBuilder, DynBody};
+use kube::client::{Body, ClientBuilder, ConfigExt, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use service_provider_sdk::contract::{Cluster, KubeconfigRef};
@@ -24,6 +28,14 @@ use tower::util::{MapRequestLayer, MapResponseLayer};
 
 use crate::Error;
 use crate::metrics::Metrics;
+
+/// Counts one request under `cluster`.
+fn count(metrics: &Metrics, cluster: &str, request: &Request<Body>) {
+    metrics.count_request(cluster, request.method().as_str());
+    // `RUST_LOG=service_provider_host::clusters=trace` lists every request:
+    // where the counters say "too many", this says which.
+    tracing::trace!(cluster, method = %request.method(), uri = %request.uri(), "request");
+}
 
 /// A client whose requests are counted under `cluster`.
 pub fn client(config: Config, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
@@ -41,7 +53,7 @@ pub fn client_with(
     let metrics = metrics.clone();
     let label = cluster.as_str();
     let count = MapRequestLayer::new(move |request: Request<Body>| {
-        metrics.count_request(label, request.method().as_str());
+        count(&metrics, label, &request);
         request
     });
     let builder = ClientBuilder::try_from(config)
@@ -125,11 +137,26 @@ pub async fn read_kubeconfig(platform: &Client, at: &KubeconfigRef) -> Result<(S
 /// A Secret's `(namespace, name)`.
 type SecretKey = (String, String);
 
+/// How long a cached client is kept without being used. A ControlPlane is
+/// looked at when an instance converges, changes or is re-verified (every
+/// ten minutes), not in between: keeping its client meanwhile would be
+/// memory per idle instance.
+pub const CLIENT_IDLE: Duration = Duration::from_secs(60);
+
+/// A cached client: built from which version of its Secret, last used when.
+struct Cached {
+    version: Option<String>,
+    client: Client,
+    used: Instant,
+}
+
 /// Clients built from kubeconfig Secrets, rebuilt when a Secret changes
-/// (keyed by the Secret, holding the `resourceVersion` it was built from).
+/// (keyed by the Secret, holding the `resourceVersion` it was built from),
+/// dropped when idle ([`Self::evict_idle`]).
 #[derive(Default)]
 pub struct ClientCache {
-    clients: Mutex<HashMap<SecretKey, (Option<String>, Client)>>,
+    clients: Mutex<HashMap<SecretKey, Cached>>,
+    pools: pools::Pools,
 }
 
 impl ClientCache {
@@ -144,25 +171,64 @@ impl ClientCache {
     ) -> Result<Client, Error> {
         let key = (at.namespace.clone(), at.name.clone());
         let (text, version) = read_kubeconfig(platform, at).await?;
-        if let Some((cached_version, client)) = self.clients.lock().expect("not poisoned").get(&key)
-            && *cached_version == version
+        if let Some(cached) = self.clients.lock().expect("not poisoned").get_mut(&key)
+            && cached.version == version
             && version.is_some()
         {
-            return Ok(client.clone());
+            cached.used = Instant::now();
+            return Ok(cached.client.clone());
         }
-        let client = client_from_kubeconfig(&text, cluster, metrics).await?;
-        self.clients.lock().expect("not poisoned").insert(key, (version, client.clone()));
+        let client = self.build(&text, cluster, metrics).await?;
+        let cached = Cached { version, client: client.clone(), used: Instant::now() };
+        self.clients.lock().expect("not poisoned").insert(key, cached);
         Ok(client)
+    }
+
+    /// A client from kubeconfig text read from a cluster, on the shared
+    /// connections of its server.
+    async fn build(&self, yaml: &str, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+        let config = Config::from_custom_kubeconfig(sanitized(yaml, cluster)?, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| Error::Access(format!("the {cluster} kubeconfig cannot be used: {e}")))?;
+        let refused = |e: kube::Error| Error::Access(format!("the {cluster} kubeconfig cannot be used: {e}"));
+        let pool = self.pools.pool(&config).map_err(refused)?;
+        let metrics = metrics.clone();
+        let label = cluster.as_str();
+        let service = tower::ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(config.auth_layer().map_err(refused)?)
+            .layer(config.extra_headers_layer().map_err(refused)?)
+            .layer(MapRequestLayer::new(move |request: Request<Body>| {
+                count(&metrics, label, &request);
+                request
+            }))
+            .map_err(tower::BoxError::from)
+            .service(pools::service(pool));
+        Ok(Client::new(service, config.default_namespace))
     }
 
     /// The client last built from the Secret in `at`, without reading it.
     pub fn cached(&self, at: &KubeconfigRef) -> Option<Client> {
-        let clients = self.clients.lock().expect("not poisoned");
-        clients.get(&(at.namespace.clone(), at.name.clone())).map(|(_, client)| client.clone())
+        let mut clients = self.clients.lock().expect("not poisoned");
+        let cached = clients.get_mut(&(at.namespace.clone(), at.name.clone()))?;
+        cached.used = Instant::now();
+        Some(cached.client.clone())
     }
 
     /// Forgets the client of a Secret (e.g. after its AccessRequest is gone).
     pub fn forget(&self, at: &KubeconfigRef) {
         self.clients.lock().expect("not poisoned").remove(&(at.namespace.clone(), at.name.clone()));
+    }
+
+    /// Drops the clients not used for `idle`; returns how many are left.
+    pub fn evict_idle(&self, idle: Duration) -> usize {
+        let mut clients = self.clients.lock().expect("not poisoned");
+        clients.retain(|_, cached| cached.used.elapsed() < idle);
+        clients.len()
+    }
+
+    /// How many connection pools the cached clients share.
+    pub fn pools(&self) -> usize {
+        self.pools.live()
     }
 }

@@ -10,6 +10,7 @@ use super::{Context, InstanceKey};
 use crate::Error;
 use crate::access::{self, Grant, InstanceAccess, Target};
 use crate::instance::Instance;
+use crate::stores::Lookup;
 
 /// The request for one of the instance's clusters.
 pub(super) fn instance_access<'a>(
@@ -77,7 +78,7 @@ pub(super) async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Resul
             return Err(Error::Access(format!("the workload cluster was denied: ClusterRequest {place}")));
         }
     }
-    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
+    let cached = ctx.stores().our_access_request(request.tenant_namespace, &request.name());
     let live = access::ensure_access_request(&ctx.platform, request, cached, &ctx.field_manager).await?;
     let what = what(request.target);
     match access::grant(&live) {
@@ -87,21 +88,37 @@ pub(super) async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Resul
     }
 }
 
-/// During deletion: access only while the AccessRequest is alive and
-/// granted, and a client for it if the cluster answers.
+/// The instance's AccessRequest for one cluster, from the store or else
+/// read once: [`Lookup::Found`] or [`Lookup::Absent`], for the steps of one
+/// deletion round to share.
+pub(super) async fn current_request(ctx: &Context, request: &InstanceAccess<'_>) -> Result<Lookup, Error> {
+    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
+    if !matches!(cached, Lookup::Unknown) {
+        return Ok(cached);
+    }
+    Ok(match access::get_access_request(&ctx.platform, request, cached).await? {
+        Some(live) => Lookup::Found(std::sync::Arc::new(live)),
+        None => Lookup::Absent,
+    })
+}
+
+/// During deletion: access only while the AccessRequest (`known`, from
+/// [`current_request`]) is alive and granted, and a client for it if the
+/// cluster answers.
 pub(super) async fn remaining_access(
     ctx: &Context,
+    key: &InstanceKey,
     request: &InstanceAccess<'_>,
+    known: &Lookup,
     cluster: Cluster,
 ) -> Result<Option<(KubeconfigRef, Client)>, Error> {
-    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
-    let live = access::get_access_request(&ctx.platform, request, cached).await?;
+    let live = known.clone().found();
     let granted = live.filter(|ar| ar.metadata.deletion_timestamp.is_none()).and_then(|ar| match access::grant(&ar) {
         Grant::Granted(at) => Some(at),
         _ => None,
     });
     let Some(at) = granted else { return Ok(None) };
-    match ctx.clients.get(&ctx.platform, &at, cluster, &ctx.metrics).await {
+    match client_for(ctx, key, &at, cluster).await {
         Ok(client) => Ok(Some((at, client))),
         Err(e) => {
             warn!(request = %request.name(), error = %crate::error::report(&e), "cluster unreachable during cleanup");

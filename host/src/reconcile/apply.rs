@@ -83,7 +83,9 @@ async fn apply_with_config(
     let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), workload);
     let reach =
         Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
-    let observed = gather::observe(&reach, &ctx.stores(), &ctx.granted().observations, &context, false).await?;
+    let mut fetched = gather::Fetched::default();
+    let observations = &ctx.granted().observations;
+    let observed = gather::observe(&reach, &ctx.stores(), observations, &context, false, &mut fetched).await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
     let plan = match timed(ctx, "plan", plan::reconcile(&ctx.planner, &input)).await? {
@@ -99,7 +101,7 @@ async fn apply_with_config(
     // missing, creating that Secret must re-trigger this instance.
     ctx.instances
         .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
-    let writes = write(ctx, instance, &reach, &plan, provider_config).await?;
+    let writes = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
     if writes + pruned > 0 {
         info!(writes, pruned, "applied");
@@ -115,6 +117,7 @@ async fn write(
     reach: &Reach<'_>,
     plan: &CheckedPlan,
     provider_config: &Value,
+    fetched: &gather::Fetched,
 ) -> Result<usize, Error> {
     let owner = instance.owner(&ctx.provider_name);
     let sources =
@@ -142,9 +145,15 @@ async fn write(
         let change = match step {
             Step::Apply(m) => {
                 let client = reach.client(m.cluster).expect("checked by plan::check_plan");
+                let namespace = m.namespace.as_deref();
                 let cached = match m.cluster {
-                    Cluster::Platform => stores.owned(&m.api_version, &m.kind, m.namespace.as_deref(), &m.name),
+                    Cluster::Platform => stores.owned(&m.api_version, &m.kind, namespace, &m.name),
                     _ => Lookup::Unknown,
+                };
+                // Read moments ago by this reconcile's observations?
+                let cached = match cached {
+                    Lookup::Unknown => fetched.lookup(m.cluster, &m.api_version, &m.kind, namespace, &m.name),
+                    known => known,
                 };
                 apply::apply(client, m, cached, &owner, &ctx.field_manager).await?
             }
@@ -214,10 +223,11 @@ async fn prune(
         return Ok(0);
     }
     let owner = instance.owner(&ctx.provider_name);
+    let stores = ctx.stores();
     let mut deleted = 0;
     for (cluster, client) in reach.targets() {
         let scopes = Scope::writable(ctx.descriptor(), context, cluster);
-        deleted += apply::prune(client, cluster, &scopes, &owner, &inventory).await?;
+        deleted += apply::prune(client, cluster, &scopes, &owner, &inventory, Some(&stores)).await?;
     }
     ctx.instances.pruned(&key, inventory);
     Ok(deleted)

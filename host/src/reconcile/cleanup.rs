@@ -8,16 +8,17 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use service_provider_sdk::contract::{CleanupPlan, Cluster, KubeconfigRef, ServiceStatus};
+use service_provider_sdk::contract::{CleanupPlan, Cluster, KubeconfigRef, ObjectRef, ServiceStatus};
 use tracing::{info, warn};
 
-use super::access::{instance_access, remaining_access};
+use super::access::{current_request, instance_access, remaining_access};
 use super::{Context, InstanceKey, WAIT, key_of, not_yet, timed};
 use crate::access::{self, InstanceAccess, Target};
 use crate::apply::{self, Scope};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plan::{self, Inventory};
+use crate::stores::Lookup;
 use crate::{Error, gather, status};
 
 /// Deletion. Returns `Ok` only when everything is gone, so the finalizer
@@ -52,13 +53,18 @@ async fn cleanup_steps(
     let workload_cluster = ctx.granted().workload_cluster;
     // Access only while an AccessRequest is alive and granted: if it is
     // gone, the platform side is still cleaned up.
-    let cp = remaining_access(ctx, &control_plane_request, Cluster::ControlPlane).await?;
+    let key = key_of(object);
+    let cp_request = current_request(ctx, &control_plane_request).await?;
+    let wl_request = match workload_cluster {
+        true => current_request(ctx, &workload_request).await?,
+        false => Lookup::Absent,
+    };
+    let cp = remaining_access(ctx, &key, &control_plane_request, &cp_request, Cluster::ControlPlane).await?;
     let wl = match workload_cluster {
-        true => remaining_access(ctx, &workload_request, Cluster::Workload).await?,
+        true => remaining_access(ctx, &key, &workload_request, &wl_request, Cluster::Workload).await?,
         false => None,
     };
     // ... and only while the cluster answers (see `answering`).
-    let key = key_of(object);
     let (cp, cp_gone) = answering(ctx, object, &key, Cluster::ControlPlane, cp).await?;
     let (wl, wl_gone) = answering(ctx, object, &key, Cluster::Workload, wl).await?;
     let context = gather::context(
@@ -74,7 +80,9 @@ async fn cleanup_steps(
         control_plane: cp.as_ref().map(|(_, c)| c),
         workload: wl.as_ref().map(|(_, c)| c),
     };
-    let observed = gather::observe(&reach, &ctx.stores(), &ctx.granted().observations, &context, true).await?;
+    let mut fetched = gather::Fetched::default();
+    let observations = &ctx.granted().observations;
+    let observed = gather::observe(&reach, &ctx.stores(), observations, &context, true, &mut fetched).await?;
     let input = gather::input(raw, provider_config, context, observed);
     let owner = instance.owner(&ctx.provider_name);
 
@@ -96,40 +104,65 @@ async fn cleanup_steps(
     // finish its own work there (a finalizer, say) can only give up once the
     // access is gone. So is an access whose revocation has begun (it counts
     // as gone for the plugin anyway).
-    let mut accesses = vec![(cp_gone, &control_plane_request)];
+    let mut accesses = vec![(cp_gone, &control_plane_request, &cp_request)];
     if workload_cluster {
-        accesses.push((wl_gone, &workload_request));
+        accesses.push((wl_gone, &workload_request, &wl_request));
     }
-    for (gone, request) in accesses {
-        if gone || being_revoked(ctx, request).await? {
-            revoke(ctx, request).await?;
+    for (gone, request, known) in accesses {
+        let being_revoked = known.clone().found().is_some_and(|ar| ar.metadata.deletion_timestamp.is_some());
+        if gone || being_revoked {
+            revoke(ctx, request, known.clone()).await?;
         }
     }
     // The plugin's order first, each object gone before the next, ...
+    let stores = ctx.stores();
+    let cached = |target: &ObjectRef| match target.cluster {
+        Cluster::Platform => stores.ours(&target.api_version, &target.kind, target.namespace.as_deref(), &target.name),
+        _ => Lookup::Unknown,
+    };
+    // What one round found gone is not looked at again in the next (for a
+    // ControlPlane object that would be a read per round).
+    let gone = |target: &ObjectRef| {
+        let place = target.namespace.as_ref().map_or(target.name.clone(), |ns| format!("{ns}/{}", target.name));
+        format!("{} {} {place} gone", target.cluster, target.kind)
+    };
     for target in &teardown.objects {
         let Some(client) = reach.client(target.cluster) else { continue };
-        if !apply::delete(client, target, &owner).await? {
+        if ctx.instances.is_verified(&key, &gone(target), 0) {
+            continue;
+        }
+        if !apply::delete(client, target, cached(target), &owner).await? {
             return Err(not_yet(format!("waiting for {} {} to be deleted", target.kind, target.name), WAIT));
         }
+        ctx.instances.set_verified(&key, gone(target), 0);
     }
     // ... then the copies (nothing waits on them) and anything else the
-    // instance owns, ...
+    // instance owns (listed from the API servers: the last word before the
+    // finalizer goes, also on what a store may not have seen yet), ...
     for target in &teardown.copies {
-        if let Some(client) = reach.client(target.cluster) {
-            apply::delete(client, target, &owner).await?;
+        if let Some(client) = reach.client(target.cluster)
+            && !ctx.instances.is_verified(&key, &gone(target), 0)
+        {
+            apply::delete(client, target, cached(target), &owner).await?;
+            ctx.instances.set_verified(&key, gone(target), 0);
         }
     }
-    for (cluster, client) in reach.targets() {
-        let scopes = Scope::writable(ctx.descriptor(), &input.context, cluster);
-        apply::prune(client, cluster, &scopes, &owner, &Inventory::new()).await?;
+    // (Once per deletion: nothing makes new objects for an instance that
+    // is being deleted.)
+    if ctx.instances.inventory_changed(&key, &Inventory::new()) {
+        for (cluster, client) in reach.targets() {
+            let scopes = Scope::writable(ctx.descriptor(), &input.context, cluster);
+            apply::prune(client, cluster, &scopes, &owner, &Inventory::new(), None).await?;
+        }
+        ctx.instances.pruned(&key, Inventory::new());
     }
     // ... and only then its cluster access.
-    let mut requests = vec![&control_plane_request];
+    let mut requests = vec![(&control_plane_request, cp_request)];
     if workload_cluster {
-        requests.push(&workload_request);
+        requests.push((&workload_request, wl_request));
     }
-    for request in requests {
-        revoke(ctx, request).await?;
+    for (request, known) in requests {
+        revoke(ctx, request, known).await?;
     }
     for (at, _) in cp.iter().chain(wl.iter()) {
         ctx.clients.forget(at);
@@ -141,10 +174,9 @@ async fn cleanup_steps(
 
 /// Deletes the AccessRequest (and for a workload cluster the ClusterRequest)
 /// of one cluster; "not yet" until they are gone.
-async fn revoke(ctx: &Context, request: &InstanceAccess<'_>) -> Result<(), Error> {
+async fn revoke(ctx: &Context, request: &InstanceAccess<'_>, known: Lookup) -> Result<(), Error> {
     let tenant = request.tenant_namespace;
-    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
-    if !access::delete_access_request(&ctx.platform, request, cached).await? {
+    if !access::delete_access_request(&ctx.platform, request, known).await? {
         let reason = format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name());
         return Err(not_yet(reason, WAIT));
     }
@@ -153,13 +185,6 @@ async fn revoke(ctx: &Context, request: &InstanceAccess<'_>) -> Result<(), Error
         return Err(not_yet(reason, WAIT));
     }
     Ok(())
-}
-
-/// Whether the AccessRequest is being deleted.
-async fn being_revoked(ctx: &Context, request: &InstanceAccess<'_>) -> Result<bool, Error> {
-    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
-    let live = access::get_access_request(&ctx.platform, request, cached).await?;
-    Ok(live.is_some_and(|ar| ar.metadata.deletion_timestamp.is_some()))
 }
 
 /// How long one check whether a cluster answers may take.
@@ -190,9 +215,17 @@ async fn answering(
     access: Option<(KubeconfigRef, Client)>,
 ) -> Result<(Option<(KubeconfigRef, Client)>, bool), Error> {
     let Some((at, client)) = access else { return Ok((None, false)) };
+    // Asked once per deletion: a cluster that stops answering later makes
+    // the reconcile fail, which distrusts everything verified, so the next
+    // one asks again.
+    let answers = format!("{cluster} answers");
+    if ctx.instances.is_verified(key, &answers, 0) {
+        return Ok((Some((at, client)), false));
+    }
     let error = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => {
             ctx.instances.answered(key, cluster);
+            ctx.instances.set_verified(key, answers, 0);
             return Ok((Some((at, client)), false));
         }
         Ok(Err(e)) => report(&e),
