@@ -49,18 +49,19 @@ async fn main() {
         + input.provider_config.as_ref().map_or(0, String::len)
         + input.observed.iter().flat_map(|o| &o.objects).map(String::len).sum::<usize>();
 
-    const CALLS: usize = 500;
+    // More calls (`BENCH_CALLS=20000`) for a profile of the call itself.
+    let calls: usize = std::env::var("BENCH_CALLS").ok().and_then(|n| n.parse().ok()).unwrap_or(500);
     for _ in 0..20 {
         plugin.plan(&input).await.expect("no trap").expect("plans");
         KroProvider::plan(&input).expect("plans");
     }
-    let mut component = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
+    let mut component = Vec::with_capacity(calls);
+    for _ in 0..calls {
         let start = Instant::now();
         plugin.plan(&input).await.expect("no trap").expect("plans");
         component.push(start.elapsed());
     }
-    let native: Vec<Duration> = (0..CALLS).map(|_| time(|| KroProvider::plan(&input).expect("plans")).0).collect();
+    let native: Vec<Duration> = (0..calls).map(|_| time(|| KroProvider::plan(&input).expect("plans")).0).collect();
     let (c, n) = (median(component), median(native));
 
     println!("plugin                       {}", path.display());
@@ -68,7 +69,7 @@ async fn main() {
     println!("cold compile (median of {COMPILES})    {:.1} ms", median(compiles).as_secs_f64() * 1e3);
     println!("cached load (median of {COMPILES})     {:.2} ms", median(cached).as_secs_f64() * 1e3);
     println!("plan input                   {input_bytes} bytes of JSON");
-    println!("plan via component (median of {CALLS}, fresh store each)  {:.1} µs", c.as_secs_f64() * 1e6);
-    println!("plan natively (median of {CALLS})                         {:.1} µs", n.as_secs_f64() * 1e6);
+    println!("plan via component (median of {calls}, fresh store each)  {:.1} µs", c.as_secs_f64() * 1e6);
+    println!("plan natively (median of {calls})                         {:.1} µs", n.as_secs_f64() * 1e6);
     println!("component / native           {:.1}x", c.as_secs_f64() / n.as_secs_f64());
 }

@@ -140,8 +140,9 @@ type SecretKey = (String, String);
 /// How long a cached client is kept without being used. A ControlPlane is
 /// looked at when an instance converges, changes or is re-verified (every
 /// ten minutes), not in between: keeping its client meanwhile would be
-/// memory per idle instance.
-pub const CLIENT_IDLE: Duration = Duration::from_secs(60);
+/// memory per idle instance. An instance converges within seconds, so a
+/// short time keeps few clients alive even while hundreds converge.
+pub const CLIENT_IDLE: Duration = Duration::from_secs(20);
 
 /// A cached client: built from which version of its Secret, last used when.
 struct Cached {
