@@ -141,13 +141,18 @@ type SecretKey = (String, String);
 /// looked at when an instance converges, changes or is re-verified (every
 /// ten minutes), not in between: keeping its client meanwhile would be
 /// memory per idle instance. An instance converges within seconds, so a
-/// short time keeps few clients alive even while hundreds converge.
+/// short time keeps few clients alive even while hundreds converge. The
+/// kubeconfig text stays (a few KiB): a client is rebuilt from it without
+/// reading the Secret again.
 pub const CLIENT_IDLE: Duration = Duration::from_secs(20);
 
-/// A cached client: built from which version of its Secret, last used when.
+/// A cached kubeconfig: which version of its Secret, its client while in
+/// use, last used when.
 struct Cached {
     version: Option<String>,
-    client: Client,
+    text: Arc<str>,
+    cluster: Cluster,
+    client: Option<Client>,
     used: Instant,
 }
 
@@ -172,17 +177,40 @@ impl ClientCache {
     ) -> Result<Client, Error> {
         let key = (at.namespace.clone(), at.name.clone());
         let (text, version) = read_kubeconfig(platform, at).await?;
-        if let Some(cached) = self.clients.lock().expect("not poisoned").get_mut(&key)
-            && cached.version == version
-            && version.is_some()
-        {
-            cached.used = Instant::now();
-            return Ok(cached.client.clone());
+        let unchanged = {
+            let clients = self.clients.lock().expect("not poisoned");
+            version.is_some() && clients.get(&key).is_some_and(|c| c.version == version && c.cluster == cluster)
+        };
+        if unchanged && let Some(client) = self.cached(at, metrics).await? {
+            return Ok(client);
         }
         let client = self.build(&text, cluster, metrics).await?;
-        let cached = Cached { version, client: client.clone(), used: Instant::now() };
+        let cached = Cached { version, text: text.into(), cluster, client: Some(client.clone()), used: Instant::now() };
         self.clients.lock().expect("not poisoned").insert(key, cached);
         Ok(client)
+    }
+
+    /// The client of the Secret in `at` as last read, without reading it
+    /// again (rebuilt from the kept kubeconfig if it was dropped as idle);
+    /// `None` if it was never read.
+    pub async fn cached(&self, at: &KubeconfigRef, metrics: &Arc<Metrics>) -> Result<Option<Client>, Error> {
+        let key = (at.namespace.clone(), at.name.clone());
+        let (text, cluster) = {
+            let mut clients = self.clients.lock().expect("not poisoned");
+            let Some(cached) = clients.get_mut(&key) else { return Ok(None) };
+            cached.used = Instant::now();
+            if let Some(client) = &cached.client {
+                return Ok(Some(client.clone()));
+            }
+            (cached.text.clone(), cached.cluster)
+        };
+        let client = self.build(&text, cluster, metrics).await?;
+        if let Some(cached) = self.clients.lock().expect("not poisoned").get_mut(&key)
+            && cached.text == text
+        {
+            cached.client = Some(client.clone());
+        }
+        Ok(Some(client))
     }
 
     /// A client from kubeconfig text read from a cluster, on the shared
@@ -208,24 +236,19 @@ impl ClientCache {
         Ok(Client::new(service, config.default_namespace))
     }
 
-    /// The client last built from the Secret in `at`, without reading it.
-    pub fn cached(&self, at: &KubeconfigRef) -> Option<Client> {
-        let mut clients = self.clients.lock().expect("not poisoned");
-        let cached = clients.get_mut(&(at.namespace.clone(), at.name.clone()))?;
-        cached.used = Instant::now();
-        Some(cached.client.clone())
-    }
-
     /// Forgets the client of a Secret (e.g. after its AccessRequest is gone).
     pub fn forget(&self, at: &KubeconfigRef) {
         self.clients.lock().expect("not poisoned").remove(&(at.namespace.clone(), at.name.clone()));
     }
 
-    /// Drops the clients not used for `idle`; returns how many are left.
+    /// Drops the clients not used for `idle` (keeping their kubeconfigs);
+    /// returns how many clients are left.
     pub fn evict_idle(&self, idle: Duration) -> usize {
         let mut clients = self.clients.lock().expect("not poisoned");
-        clients.retain(|_, cached| cached.used.elapsed() < idle);
-        clients.len()
+        for cached in clients.values_mut().filter(|c| c.used.elapsed() >= idle) {
+            cached.client = None;
+        }
+        clients.values().filter(|c| c.client.is_some()).count()
     }
 
     /// How many connection pools the cached clients share.

@@ -59,7 +59,7 @@ pub(super) async fn client_for(
 ) -> Result<Client, Error> {
     let what = format!("kubeconfig {}/{}", at.namespace, at.name);
     if ctx.instances.is_verified(key, &what, 0)
-        && let Some(client) = ctx.clients.cached(at)
+        && let Some(client) = ctx.clients.cached(at, &ctx.metrics).await?
     {
         return Ok(client);
     }
