@@ -35,11 +35,15 @@ log() { echo "build-image: $*" >&2; }
 started=$SECONDS
 
 # The plugins in the image: <name in /plugins>:<cargo package>:<file>. A
-# plugin whose package is not in this checkout is skipped (guest-flux is
-# added by its own branch).
+# plugin whose package is not in this checkout is skipped. Each is built by
+# a cargo invocation of its own, in this order: guest-flux uses guest-kro as
+# a library without its export, and one invocation would unify the two
+# crates' features (both exports in guest-flux: duplicate symbols); building
+# guest-flux also writes an export-less guest_kro.wasm, which the next
+# build replaces.
 plugins=(
-  "kro:guest-kro:guest_kro.wasm"
   "flux:guest-flux:guest_flux.wasm"
+  "kro:guest-kro:guest_kro.wasm"
 )
 
 for tool in buildah cargo sha256sum; do
@@ -95,7 +99,9 @@ for entry in "${plugins[@]}"; do
     packages+=(-p "$package")
 done
 log "plugins: ${packages[*]}"
-cargo build --locked "${packages[@]}" --target wasm32-wasip2 --profile plugin >&2
+for ((i = 0; i < ${#packages[@]}; i += 2)); do
+  cargo build --locked "${packages[i]}" "${packages[i + 1]}" --target wasm32-wasip2 --profile plugin >&2
+done
 
 # --- the build context ----------------------------------------------------------
 rm -rf "$context"
