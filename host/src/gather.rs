@@ -164,6 +164,10 @@ pub async fn observe(
 /// An object's place: cluster, apiVersion, kind, namespace, name.
 type Place = (Cluster, String, String, Option<String>, String);
 
+fn place(cluster: Cluster, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Place {
+    (cluster, api_version.into(), kind.into(), namespace.map(str::to_string), name.into())
+}
+
 /// What one reconcile read by name from an API server, so that it does not
 /// read it again (an observed object the plan then applies).
 #[derive(Default)]
@@ -181,8 +185,7 @@ impl Fetched {
         name: &str,
         object: Option<Arc<DynamicObject>>,
     ) {
-        let key = (cluster, api_version.into(), kind.into(), namespace.map(str::to_string), name.into());
-        self.objects.insert(key, object);
+        self.objects.insert(place(cluster, api_version, kind, namespace, name), object);
     }
 
     /// What the read found, or [`Lookup::Unknown`] if it made none.
@@ -194,8 +197,7 @@ impl Fetched {
         namespace: Option<&str>,
         name: &str,
     ) -> Lookup {
-        let key = (cluster, api_version.into(), kind.into(), namespace.map(str::to_string), name.into());
-        match self.objects.get(&key) {
+        match self.objects.get(&place(cluster, api_version, kind, namespace, name)) {
             Some(Some(object)) => Lookup::Found(object.clone()),
             Some(None) => Lookup::Absent,
             None => Lookup::Unknown,

@@ -542,11 +542,9 @@ async fn onboarding_access_is_requested_through_openmcp() {
     assert_eq!(rules[0]["apiGroups"][0], GROUP, "least privilege: only the service group");
 }
 
-/// Requests made by single reconciles, called directly so each one can be
-/// counted on its own. A no-op reconcile must make no write request.
-#[tokio::test]
-async fn a_no_op_reconcile_makes_no_write_requests() {
-    let f = Fixture::new(one("mcp-01", true)).await;
+/// The seed's ProviderConfig: a chart pull secret and imagePullSecrets,
+/// both sources present.
+async fn seed_config_with_pull_secrets(f: &Fixture) {
     f.source_secret("registry", DOCKER, "{}").await;
     f.source_secret("pull", DOCKER, "{}").await;
     f.provider_config(json!([{
@@ -554,6 +552,14 @@ async fn a_no_op_reconcile_makes_no_write_requests() {
         "helmValues": {"imagePullSecrets": [{"name": "pull"}]}
     }]))
     .await;
+}
+
+/// Requests made by single reconciles, called directly so each one can be
+/// counted on its own. A no-op reconcile must make no write request.
+#[tokio::test]
+async fn a_no_op_reconcile_makes_no_write_requests() {
+    let f = Fixture::new(one("mcp-01", true)).await;
+    seed_config_with_pull_secrets(&f).await;
     f.create_kro("mcp-01", "v0.9.3").await;
     let ctx = f.context().await;
     let clusters = ["platform", "onboarding", "control-plane"];
@@ -599,13 +605,7 @@ async fn a_no_op_reconcile_makes_no_write_requests() {
 #[tokio::test]
 async fn a_steady_state_reconcile_with_the_watches_running_makes_no_request() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
-    f.source_secret("registry", DOCKER, "{}").await;
-    f.source_secret("pull", DOCKER, "{}").await;
-    f.provider_config(json!([{
-        "version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry",
-        "helmValues": {"imagePullSecrets": [{"name": "pull"}]}
-    }]))
-    .await;
+    seed_config_with_pull_secrets(&f).await;
     let ctx = f.context().await;
     f.start_operator_on(ctx.clone());
     f.create_kro("mcp-01", "v0.9.3").await;

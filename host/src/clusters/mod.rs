@@ -106,8 +106,13 @@ async fn from_kubeconfig(
 ) -> Result<Client, Error> {
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|e| Error::Access(format!("the {cluster} kubeconfig cannot be used: {e}")))?;
+        .map_err(|e| unusable(cluster, e))?;
     client_with(config, cluster, metrics, rejected)
+}
+
+/// A kubeconfig that parsed but cannot make a client.
+fn unusable(cluster: Cluster, error: impl std::fmt::Display) -> Error {
+    Error::Access(format!("the {cluster} kubeconfig cannot be used: {error}"))
 }
 
 /// The platform cluster: in-cluster config, or `KUBECONFIG` / `~/.kube/config`.
@@ -218,8 +223,8 @@ impl ClientCache {
     async fn build(&self, yaml: &str, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
         let config = Config::from_custom_kubeconfig(sanitized(yaml, cluster)?, &KubeConfigOptions::default())
             .await
-            .map_err(|e| Error::Access(format!("the {cluster} kubeconfig cannot be used: {e}")))?;
-        let refused = |e: kube::Error| Error::Access(format!("the {cluster} kubeconfig cannot be used: {e}"));
+            .map_err(|e| unusable(cluster, e))?;
+        let refused = |e: kube::Error| unusable(cluster, e);
         let pool = self.pools.pool(&config).map_err(refused)?;
         let metrics = metrics.clone();
         let label = cluster.as_str();

@@ -93,7 +93,7 @@ impl Pools {
         Ok(pool)
     }
 
-    /// How many pools are alive (for tests and the memory gauge).
+    /// How many pools are alive (logged when idle clients are dropped).
     pub fn live(&self) -> usize {
         self.pools.lock().expect("not poisoned").values().filter(|p| p.strong_count() > 0).count()
     }
