@@ -453,6 +453,48 @@ async fn deletion_completes_when_the_access_request_is_already_gone() {
     f.stop_operator().await;
 }
 
+/// Someone else's AccessRequest under the name the instance would use: the
+/// host says so and never takes it over, not when creating (the store has
+/// none of ours, so the create meets it: a 409, then a look) and not when
+/// the instance is deleted (it is neither deleted nor changed).
+#[tokio::test]
+async fn an_access_request_that_is_not_ours_is_a_conflict_and_is_left_alone() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    let ar_name = "kro.services.open-control-plane.io--mcp-01--mcp";
+    let tenant = f.tenant("mcp-01");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(f.platform.clone());
+    let namespace = serde_json::from_value(json!({"metadata": {"name": tenant}})).unwrap();
+    if let Err(e) = namespaces.create(&PostParams::default(), &namespace).await {
+        assert!(matches!(&e, kube::Error::Api(s) if s.is_already_exists()), "{e}");
+    }
+    let foreign: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": access_request_resource().api_version, "kind": "AccessRequest",
+        "metadata": {"name": ar_name, "namespace": tenant, "labels": {"team": "someone-else"}},
+        "spec": {"requestRef": {"name": "someone-else", "namespace": tenant}, "token": {"permissions": []}}
+    }))
+    .unwrap();
+    let ars = f.access_requests("mcp-01");
+    ars.create(&PostParams::default(), &foreign).await.unwrap();
+    let before = get(&ars, ar_name).await.unwrap();
+
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    let kro = f.wait_kro("mcp-01", "a conflict", |k| ready(k)["reason"] == "Conflict").await;
+    let message = ready(&kro)["message"].as_str().unwrap();
+    assert!(message.contains(ar_name) && message.contains("not managed by this provider"), "{message}");
+    assert!(get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_none(), "nothing applied");
+
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    let after = get(&ars, ar_name).await.expect("the foreign AccessRequest is not deleted");
+    assert_eq!(after["metadata"]["labels"], before["metadata"]["labels"], "labels untouched");
+    assert_eq!(after["metadata"]["finalizers"], before["metadata"]["finalizers"], "no finalizer added");
+    assert_eq!(after["spec"], before["spec"], "spec untouched");
+    assert!(after["metadata"]["deletionTimestamp"].is_null(), "not being deleted");
+    f.stop_operator().await;
+}
+
 #[tokio::test]
 async fn deletion_does_not_need_the_version_to_be_offered() {
     let mut f = Fixture::new(one("mcp-01", true)).await;

@@ -213,11 +213,16 @@ pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<
     }
 }
 
-/// Reads the instance's AccessRequest, if any.
+/// Reads the instance's AccessRequest, if any. One of that name without
+/// the instance's labels is not its access: `None`.
 pub async fn get_access_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
     cached: Lookup,
 ) -> Result<Option<DynamicObject>, Error> {
-    Handle::new(platform, request, &access_request_resource()).get(cached).await
+    let handle = Handle::new(platform, request, &access_request_resource());
+    Ok(match handle.find(&request.labels(), cached).await? {
+        Found::Ours(live) => Some(*live),
+        Found::Missing | Found::Foreign => None,
+    })
 }
