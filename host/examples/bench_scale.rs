@@ -194,6 +194,20 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
 
     let metrics_port = free_port();
     let cache = std::env::temp_dir().join(format!("sp-host-bench-scale-{}", std::process::id()));
+    // As in the container image: the plugin is compiled ahead of time, so
+    // the host process only loads the artifact (compiling would add its
+    // transient memory to the measured peak).
+    let precompiled = Command::new(host_binary)
+        .arg("precompile")
+        .arg("--plugin-cache-dir")
+        .arg(&cache)
+        .arg(plugin)
+        .stdout(Stdio::null())
+        .status()
+        .context("precompiling the plugin")?;
+    if !precompiled.success() {
+        bail!("precompiling the plugin failed: {precompiled}");
+    }
     let child = Command::new(host_binary)
         .args(["run", "--provider-name", PROVIDER, "--environment", "bench", "--verbosity", "ERROR"])
         .arg("--plugin")

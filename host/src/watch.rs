@@ -15,10 +15,13 @@
 //! Every one of these watches also fills a reflector store
 //! ([`crate::stores`]) that the reconciles read from, so one watch both
 //! wakes an instance and answers its reads. Stored objects lose their
-//! `managedFields` (nobody reads them; often the largest part).
+//! `managedFields` (nobody reads them; often the largest part) and are kept
+//! as JSON text ([`Packed`]); the controller hands a reconcile the service
+//! object parsed.
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -28,18 +31,19 @@ use futures::{StreamExt, TryStreamExt};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{Predicate, PredicateConfig, WatchStreamExt, predicates, watcher};
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use service_provider_sdk::contract::Cluster;
 use service_provider_sdk::names;
 use tracing::{debug, info, warn};
 
+use crate::Error;
 use crate::access;
 use crate::clusters;
 use crate::owner::{LABEL_COPY_OF, Owner};
 use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
 use crate::resource;
-use crate::stores::{Stores, Watched};
+use crate::stores::{Packed, Stores, Watched};
 
 /// The kinds the plugin may copy: Secrets always, ConfigMaps when it asks
 /// for them anywhere (copies and objects share capabilities).
@@ -66,21 +70,29 @@ fn platform_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
         .collect()
 }
 
-/// What makes a service object worth another look (see the primary watch).
-fn service_object_changed(object: &DynamicObject) -> Option<u64> {
-    predicates::generation
-        .combine(predicates::annotations)
-        .combine(predicates::labels)
-        .combine(predicates::finalizers)
-        .hash_property(object)
+/// What makes a service object worth another look (see the primary watch):
+/// its generation, annotations, labels, finalizers and deletion. `None`
+/// (always a look) when the stored object does not parse.
+fn service_object_changed(object: &Packed) -> Option<u64> {
+    let meta = object.full_metadata().ok()?;
+    let mut hasher = DefaultHasher::new();
+    (meta.generation, meta.annotations, meta.labels, meta.finalizers, meta.deletion_timestamp.map(|t| t.0))
+        .hash(&mut hasher);
+    Some(hasher.finish())
 }
 
-fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<DynamicObject> {
+fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<Packed> {
     ObjectRef::new_with(name, ctx.service.clone()).within(namespace)
 }
 
+/// The instance an object of the provider's belongs to, by its owner labels.
+fn owner_of(ctx: &Context, object: &Packed) -> Option<ObjectRef<Packed>> {
+    let meta = object.full_metadata().ok()?;
+    Owner::of(&meta, &ctx.provider_name).map(|(ns, name)| instance_ref(ctx, &ns, &name))
+}
+
 /// The stream of objects a watch sees.
-type Objects = BoxStream<'static, Result<DynamicObject, watcher::Error>>;
+type Objects = BoxStream<'static, Result<Packed, watcher::Error>>;
 
 /// A watch that fills a store on its way: the store, and the stream that
 /// must be polled (by the controller, as a trigger) for it to fill.
@@ -97,6 +109,7 @@ fn reflect(
     let objects = watcher(api, config)
         .default_backoff()
         .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear())
+        .map_ok(|event| pack(&event))
         .reflect(writer)
         // After `reflect`: the store has the list when the flag is set.
         .inspect_ok(move |event| {
@@ -107,6 +120,23 @@ fn reflect(
         .touched_objects()
         .boxed();
     (Watched { resource, store, complete, listed }, objects)
+}
+
+/// A watch event with its objects packed for the store.
+fn pack(event: &watcher::Event<DynamicObject>) -> watcher::Event<Packed> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(Packed::pack(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(Packed::pack(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(Packed::pack(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
+/// Hands a reconcile the service object parsed from its store.
+async fn reconcile(object: Arc<Packed>, ctx: Arc<Context>) -> Result<kube::runtime::controller::Action, Error> {
+    let object = object.unpack().map_err(|e| Error::json("reading a stored service object", e))?;
+    reconcile::reconcile(Arc::new(object), ctx).await
 }
 
 /// Runs the controller until `shutdown` completes.
@@ -153,13 +183,7 @@ pub async fn run_until(
         let (watched, objects) = reflect(api, resource.clone(), config, false);
         stores.owned.push(watched);
         let c = ctx.clone();
-        controller = controller.watches_stream_with(
-            objects,
-            move |o: DynamicObject| {
-                Owner::of(&o.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name))
-            },
-            resource,
-        );
+        controller = controller.watches_stream_with(objects, move |o: Packed| owner_of(&c, &o), resource);
     }
 
     let controller_name = ctx.descriptor().service.group.clone();
@@ -171,8 +195,8 @@ pub async fn run_until(
     let c = ctx.clone();
     controller = controller.watches_stream_with(
         objects,
-        move |ar: DynamicObject| {
-            let labels = ar.labels();
+        move |ar: Packed| {
+            let labels = ar.full_metadata().ok()?.labels?;
             let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
             let namespace = labels.get(access::LABEL_ONBOARDING_NAMESPACE)?;
             Some(instance_ref(&c, namespace, name))
@@ -190,7 +214,7 @@ pub async fn run_until(
         let source_kind = kind.kind.clone();
         controller = controller.watches_stream_with(
             objects,
-            move |o: DynamicObject| {
+            move |o: Packed| {
                 let users = c.instances.users_of_source(&source_kind, &o.name_any());
                 users.into_iter().map(|(ns, name)| instance_ref(&c, &ns, &name)).collect::<Vec<_>>()
             },
@@ -202,13 +226,7 @@ pub async fn run_until(
         let (watched, objects) = reflect(copies, kind.clone(), config, false);
         stores.copies.push(watched);
         let c = ctx.clone();
-        controller = controller.watches_stream_with(
-            objects,
-            move |o: DynamicObject| {
-                Owner::of(&o.metadata, &c.provider_name).map(|(ns, name)| instance_ref(&c, &ns, &name))
-            },
-            kind,
-        );
+        controller = controller.watches_stream_with(objects, move |o: Packed| owner_of(&c, &o), kind);
     }
 
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
@@ -219,11 +237,11 @@ pub async fn run_until(
     ctx.set_stores(stores);
     let cache = tokio::spawn(report_synced(primary, synced));
     let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), objects, trigger));
-    let evict = tokio::spawn(evict_idle_clients(ctx.clone()));
+    let evict = tokio::spawn(evict_idle_pools(ctx.clone()));
     controller
         .reconcile_all_on(all)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
+        .run(reconcile, reconcile::error_policy, ctx.clone())
         .for_each(|result| async move {
             match result {
                 Ok((object, _)) => debug!(%object, "reconciled"),
@@ -242,14 +260,14 @@ pub async fn run_until(
     ctx.set_stores(Stores::default());
 }
 
-/// Drops the cluster clients nobody used for [`clusters::CLIENT_IDLE`], so
-/// memory follows the instances that are busy, not all there are.
-async fn evict_idle_clients(ctx: Arc<Context>) {
-    let mut every = tokio::time::interval(clusters::CLIENT_IDLE / 2);
+/// Drops the connection pools nobody used for [`clusters::POOL_IDLE`], so
+/// memory follows the clusters that are busy, not all there are.
+async fn evict_idle_pools(ctx: Arc<Context>) {
+    let mut every = tokio::time::interval(clusters::POOL_IDLE / 2);
     loop {
         every.tick().await;
-        let left = ctx.clients.evict_idle(clusters::CLIENT_IDLE);
-        debug!(clients = left, pools = ctx.clients.pools(), "idle cluster clients dropped");
+        let left = ctx.clients.evict_idle(clusters::POOL_IDLE);
+        debug!(pools = left, "idle connection pools dropped");
     }
 }
 
@@ -282,8 +300,10 @@ async fn watch_provider_config(
     while let Some(event) = events.next().await {
         match event {
             Ok(pc) => {
-                let requested = pc.annotations().get(OPERATION).map(String::as_str) == Some(OPERATION_RECONCILE);
-                if requested && pc.metadata.deletion_timestamp.is_none() {
+                let meta = pc.full_metadata().unwrap_or_default();
+                let annotations = meta.annotations.unwrap_or_default();
+                let requested = annotations.get(OPERATION).map(String::as_str) == Some(OPERATION_RECONCILE);
+                if requested && meta.deletion_timestamp.is_none() {
                     info!(name = %pc.name_any(), "reconcile of every instance requested by annotation");
                     if let Err(e) = reconcile::consume_reconcile_annotation(&api, &pc.name_any()).await {
                         warn!(error = %e, "could not remove the operation annotation of the ProviderConfig");

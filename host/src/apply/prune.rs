@@ -65,7 +65,7 @@ pub async fn prune(
             .filter(|_| cluster == Cluster::Platform)
             .and_then(|stores| stores.all_ours(&scope.resource, scope.namespace.as_deref()));
         let candidates: Vec<ObjectMeta> = match cached {
-            Some(objects) => objects.iter().map(|o| o.metadata.clone()).collect(),
+            Some(metadata) => metadata,
             None => {
                 let api = dynamic_api(client, &scope.resource, scope.namespace.as_deref());
                 match api.list_metadata(&ListParams::default().labels(&selector)).await {

@@ -2,12 +2,12 @@
 //!
 //! Every client counts its requests (see [`crate::metrics`]). ControlPlane
 //! clients are built from the kubeconfig Secret an AccessRequest names, and
-//! cached per Secret: the token in it rotates, so a client is rebuilt when the
-//! Secret's `resourceVersion` changes; the onboarding client of `run`
-//! follows its Secret the same way ([`onboarding`]). Kubeconfigs read from a
-//! cluster are data only ([`kubeconfig`]): no `exec`, no files. Cached
-//! clients share connections per server ([`pools`]) and are dropped when
-//! unused for [`CLIENT_IDLE`].
+//! the kubeconfig is kept per Secret (the token in it rotates: it is read
+//! again when an instance re-verifies its access); the onboarding client of
+//! `run` follows its Secret ([`onboarding`]). Kubeconfigs read from a
+//! cluster are data only ([`kubeconfig`]): no `exec`, no files. Clients are
+//! built per reconcile and share connections per server ([`pools`]), which
+//! are dropped when unused for [`POOL_IDLE`].
 
 pub mod kubeconfig;
 pub mod onboarding;
@@ -15,7 +15,7 @@ pub mod pools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::{Request, Response};
 use k8s_openapi::api::core::v1::Secret;
@@ -142,37 +142,29 @@ pub async fn read_kubeconfig(platform: &Client, at: &KubeconfigRef) -> Result<(S
 /// A Secret's `(namespace, name)`.
 type SecretKey = (String, String);
 
-/// How long a cached client is kept without being used. A ControlPlane is
-/// looked at when an instance converges, changes or is re-verified (every
-/// ten minutes), not in between: keeping its client meanwhile would be
-/// memory per idle instance. An instance converges within seconds, so a
-/// short time keeps few clients alive even while hundreds converge. The
-/// kubeconfig text stays (a few KiB): a client is rebuilt from it without
-/// reading the Secret again.
-pub const CLIENT_IDLE: Duration = Duration::from_secs(20);
+/// How long a connection pool is kept when no client asks for it (see
+/// [`pools`]).
+pub const POOL_IDLE: Duration = pools::IDLE_CONNECTION;
 
-/// A cached kubeconfig: which version of its Secret, its client while in
-/// use, last used when.
+/// A kubeconfig as last read, and for which cluster. Kept instead of a client: a kube `Client` carries a request
+/// queue of its own (about 10 KiB), and one per instance was memory per
+/// idle instance. The text is a few KiB; a client is built from it per
+/// reconcile on the shared connections of its server.
 struct Cached {
-    version: Option<String>,
     text: Arc<str>,
     cluster: Cluster,
-    client: Option<Client>,
-    used: Instant,
 }
 
-/// Clients built from kubeconfig Secrets, rebuilt when a Secret changes
-/// (keyed by the Secret, holding the `resourceVersion` it was built from),
-/// dropped when idle ([`Self::evict_idle`]).
+/// Kubeconfigs read from Secrets (keyed by the Secret), and the connection pools their clients share.
 #[derive(Default)]
 pub struct ClientCache {
-    clients: Mutex<HashMap<SecretKey, Cached>>,
+    kubeconfigs: Mutex<HashMap<SecretKey, Cached>>,
     pools: pools::Pools,
 }
 
 impl ClientCache {
-    /// The client for the kubeconfig in `at` (one Secret read per call, to
-    /// notice rotation).
+    /// A client for the kubeconfig in `at`, read again (one Secret read per
+    /// call, to notice rotation).
     pub async fn get(
         &self,
         platform: &Client,
@@ -181,41 +173,22 @@ impl ClientCache {
         metrics: &Arc<Metrics>,
     ) -> Result<Client, Error> {
         let key = (at.namespace.clone(), at.name.clone());
-        let (text, version) = read_kubeconfig(platform, at).await?;
-        let unchanged = {
-            let clients = self.clients.lock().expect("not poisoned");
-            version.is_some() && clients.get(&key).is_some_and(|c| c.version == version && c.cluster == cluster)
-        };
-        if unchanged && let Some(client) = self.cached(at, metrics).await? {
-            return Ok(client);
-        }
+        let (text, _) = read_kubeconfig(platform, at).await?;
         let client = self.build(&text, cluster, metrics).await?;
-        let cached = Cached { version, text: text.into(), cluster, client: Some(client.clone()), used: Instant::now() };
-        self.clients.lock().expect("not poisoned").insert(key, cached);
+        self.kubeconfigs.lock().expect("not poisoned").insert(key, Cached { text: text.into(), cluster });
         Ok(client)
     }
 
-    /// The client of the Secret in `at` as last read, without reading it
-    /// again (rebuilt from the kept kubeconfig if it was dropped as idle);
-    /// `None` if it was never read.
+    /// A client for the Secret in `at` as last read, without reading it
+    /// again; `None` if it was never read.
     pub async fn cached(&self, at: &KubeconfigRef, metrics: &Arc<Metrics>) -> Result<Option<Client>, Error> {
         let key = (at.namespace.clone(), at.name.clone());
         let (text, cluster) = {
-            let mut clients = self.clients.lock().expect("not poisoned");
-            let Some(cached) = clients.get_mut(&key) else { return Ok(None) };
-            cached.used = Instant::now();
-            if let Some(client) = &cached.client {
-                return Ok(Some(client.clone()));
-            }
+            let kubeconfigs = self.kubeconfigs.lock().expect("not poisoned");
+            let Some(cached) = kubeconfigs.get(&key) else { return Ok(None) };
             (cached.text.clone(), cached.cluster)
         };
-        let client = self.build(&text, cluster, metrics).await?;
-        if let Some(cached) = self.clients.lock().expect("not poisoned").get_mut(&key)
-            && cached.text == text
-        {
-            cached.client = Some(client.clone());
-        }
-        Ok(Some(client))
+        Ok(Some(self.build(&text, cluster, metrics).await?))
     }
 
     /// A client from kubeconfig text read from a cluster, on the shared
@@ -241,23 +214,15 @@ impl ClientCache {
         Ok(Client::new(service, config.default_namespace))
     }
 
-    /// Forgets the client of a Secret (e.g. after its AccessRequest is gone).
+    /// Forgets the kubeconfig of a Secret (e.g. after its AccessRequest is
+    /// gone).
     pub fn forget(&self, at: &KubeconfigRef) {
-        self.clients.lock().expect("not poisoned").remove(&(at.namespace.clone(), at.name.clone()));
+        self.kubeconfigs.lock().expect("not poisoned").remove(&(at.namespace.clone(), at.name.clone()));
     }
 
-    /// Drops the clients not used for `idle` (keeping their kubeconfigs);
-    /// returns how many clients are left.
+    /// Drops the connection pools not used for `idle`; returns how many are
+    /// left.
     pub fn evict_idle(&self, idle: Duration) -> usize {
-        let mut clients = self.clients.lock().expect("not poisoned");
-        for cached in clients.values_mut().filter(|c| c.used.elapsed() >= idle) {
-            cached.client = None;
-        }
-        clients.values().filter(|c| c.client.is_some()).count()
-    }
-
-    /// How many connection pools the cached clients share.
-    pub fn pools(&self) -> usize {
-        self.pools.live()
+        self.pools.evict_idle(idle)
     }
 }

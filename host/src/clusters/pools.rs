@@ -1,10 +1,10 @@
 //! Connection pools shared by the clients of one API server.
 //!
 //! Every instance reaches its ControlPlane with its own kubeconfig (its own
-//! token), so the host holds one client per instance. A kube `Client` built
+//! token), so the host builds one client per instance. A kube `Client` built
 //! the usual way carries its own TLS configuration and its own connection
-//! pool, tens of KiB each, and keeps idle connections for as long as the
-//! client lives: memory that grew with every instance, busy or not (the
+//! pool, tens of KiB each, and new connections (a TLS handshake) for every
+//! client: memory that grew with every instance, busy or not (the
 //! heap profile at 500 instances put more than half of the host's peak heap
 //! there).
 //!
@@ -12,12 +12,13 @@
 //! CA, server name, client certificate) share one pool: credentials are
 //! added per request by each client's own auth layer, a connection is only
 //! transport. A client certificate is part of the key, so a TLS identity is
-//! never shared. Idle connections close after [`IDLE_CONNECTION`], and a
-//! pool goes with its last client.
+//! never shared. Idle connections close after [`IDLE_CONNECTION`]; a pool
+//! nobody asked for during [`IDLE_CONNECTION`] is dropped
+//! ([`Pools::evict_idle`]), so memory follows the servers in use.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use hyper_rustls::HttpsConnector;
@@ -58,23 +59,29 @@ fn key(config: &Config) -> Key {
     hasher.finalize().into()
 }
 
-/// The live pools, by TLS parameters. Holds them weakly: the clients own
-/// their pool.
+/// A pool and when a client last asked for it.
+struct Kept {
+    pool: Arc<Pool>,
+    used: Instant,
+}
+
+/// The pools, by TLS parameters. Clients are built for one reconcile and
+/// dropped with it; the pools (and their open connections) outlive them.
 #[derive(Default)]
 pub struct Pools {
-    pools: Mutex<HashMap<Key, Weak<Pool>>>,
+    pools: Mutex<HashMap<Key, Kept>>,
 }
 
 impl Pools {
-    /// The pool for `config`'s server, shared with every live client that
+    /// The pool for `config`'s server, shared with every client that
     /// connects the same way.
     pub fn pool(&self, config: &Config) -> Result<Arc<Pool>, kube::Error> {
         let key = key(config);
         let mut pools = self.pools.lock().expect("not poisoned");
-        if let Some(pool) = pools.get(&key).and_then(Weak::upgrade) {
-            return Ok(pool);
+        if let Some(kept) = pools.get_mut(&key) {
+            kept.used = Instant::now();
+            return Ok(kept.pool.clone());
         }
-        pools.retain(|_, pool| pool.strong_count() > 0);
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(config.connect_timeout);
@@ -89,13 +96,16 @@ impl Pools {
                 .pool_timer(TokioTimer::new())
                 .build(connector),
         );
-        pools.insert(key, Arc::downgrade(&pool));
+        pools.insert(key, Kept { pool: pool.clone(), used: Instant::now() });
         Ok(pool)
     }
 
-    /// How many pools are alive (logged when idle clients are dropped).
-    pub fn live(&self) -> usize {
-        self.pools.lock().expect("not poisoned").values().filter(|p| p.strong_count() > 0).count()
+    /// Drops the pools no client asked for during `idle` and none holds;
+    /// returns how many are left.
+    pub fn evict_idle(&self, idle: Duration) -> usize {
+        let mut pools = self.pools.lock().expect("not poisoned");
+        pools.retain(|_, kept| kept.used.elapsed() < idle || Arc::strong_count(&kept.pool) > 1);
+        pools.len()
     }
 }
 
@@ -111,4 +121,29 @@ pub fn service(
 + Send
 + 'static {
     tower::service_fn(move |request: Request<Body>| pool.request(request))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(server: &str) -> Config {
+        Config::new(server.parse().expect("a URL"))
+    }
+
+    #[tokio::test]
+    async fn one_pool_per_server_dropped_only_when_idle_and_unheld() {
+        let pools = Pools::default();
+        let a = pools.pool(&config("https://a.example:6443")).expect("pool");
+        let again = pools.pool(&config("https://a.example:6443")).expect("pool");
+        assert!(Arc::ptr_eq(&a, &again), "the same server shares one pool");
+        let b = pools.pool(&config("https://b.example:6443")).expect("pool");
+        assert!(!Arc::ptr_eq(&a, &b), "another server has its own");
+        assert_eq!(pools.evict_idle(Duration::from_secs(60)), 2, "recently used pools stay");
+        drop((again, b));
+        // `a` is still held by a client: it stays however idle it is.
+        assert_eq!(pools.evict_idle(Duration::ZERO), 1);
+        drop(a);
+        assert_eq!(pools.evict_idle(Duration::ZERO), 0);
+    }
 }

@@ -23,7 +23,7 @@ use futures::FutureExt;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{debug, info, instrument, warn};
 
@@ -74,7 +74,7 @@ impl Outcome {
     }
 }
 
-fn key_of(object: &DynamicObject) -> InstanceKey {
+fn key_of(object: &impl Resource) -> InstanceKey {
     (object.namespace().unwrap_or_default(), object.name_any())
 }
 
@@ -83,7 +83,7 @@ fn key_of(object: &DynamicObject) -> InstanceKey {
 #[instrument(skip_all, fields(namespace = %object.namespace().unwrap_or_default(), instance = %object.name_any()))]
 pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
-    let key = key_of(&object);
+    let key = key_of(object.as_ref());
     // A panic must stay with its instance: the controller, and with it
     // every other instance, goes on.
     let result = match AssertUnwindSafe(reconcile_instance(object, &ctx)).catch_unwind().await {
@@ -115,7 +115,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// Requeue policy on errors: "not yet" (deletion in progress) waits as asked;
 /// real failures back off exponentially per instance, 1 s up to 5 min.
-pub fn error_policy(object: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     if let Some(after) = error.not_yet() {
         return Action::requeue(after);
     }
@@ -126,7 +126,7 @@ pub fn error_policy(object: Arc<DynamicObject>, error: &Error, ctx: Arc<Context>
         debug!(%instance, "finalizer already being added; retrying");
         return Action::requeue(Duration::from_millis(200));
     }
-    let n = ctx.instances.failed(&key_of(&object));
+    let n = ctx.instances.failed(&key_of(object.as_ref()));
     let delay = Duration::from_secs(1u64 << (n - 1).min(8)).min(Duration::from_secs(300));
     warn!(%instance, category = error.category().label(), error = %report(error), retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
@@ -173,7 +173,7 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
     let object = if operation(&object) == Some(OPERATION_RECONCILE) {
         info!("reconcile requested by annotation");
         // A full look: nothing verified earlier is trusted.
-        ctx.instances.unverify(&key_of(&object));
+        ctx.instances.unverify(&key_of(object.as_ref()));
         Arc::new(consume_reconcile_annotation(&api, &name).await?)
     } else {
         object

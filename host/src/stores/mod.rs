@@ -15,12 +15,19 @@
 //! all (a reconcile called without the controller, as some tests do),
 //! lookups answer [`Lookup::Unknown`] and callers read from the API server.
 //! A missing store therefore costs requests, never correctness.
+//!
+//! Objects are kept as JSON text ([`Packed`]) and parsed when looked up.
+
+mod packed;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
+use tracing::warn;
+
+pub use packed::Packed;
 
 /// What a store knows about one object.
 #[derive(Debug, Clone)]
@@ -46,7 +53,7 @@ impl Lookup {
 #[derive(Clone)]
 pub struct Watched {
     pub resource: ApiResource,
-    pub store: Store<DynamicObject>,
+    pub store: Store<Packed>,
     /// Whether every object of its kind in its place is in the store (no
     /// label selector), so a miss means absent.
     pub complete: bool,
@@ -70,8 +77,12 @@ impl Watched {
         if let Some(namespace) = namespace {
             key = key.within(namespace);
         }
-        match self.store.get(&key) {
-            Some(object) => Lookup::Found(object),
+        match self.store.get(&key).map(|packed| packed.unpack()) {
+            Some(Ok(object)) => Lookup::Found(Arc::new(object)),
+            Some(Err(e)) => {
+                warn!(kind = %self.resource.kind, name, error = %e, "a stored object does not parse; reading it instead");
+                Lookup::Unknown
+            }
             None if self.complete => Lookup::Absent,
             None => Lookup::Unknown,
         }
@@ -141,12 +152,15 @@ impl Stores {
         self.ours_store(api_version, kind).map_or(Lookup::Unknown, |w| w.lookup_ours(namespace, name))
     }
 
-    /// Every object of this provider's of a kind, in `namespace` or
-    /// everywhere, when a listed store holds all of them (see [`Self::ours`]).
-    pub fn all_ours(&self, resource: &ApiResource, namespace: Option<&str>) -> Option<Vec<Arc<DynamicObject>>> {
+    /// The metadata of every object of this provider's of a kind, in
+    /// `namespace` or everywhere, when a listed store holds all of them (see
+    /// [`Self::ours`]). `None` also when one of them does not parse: the
+    /// caller lists from the API server instead.
+    pub fn all_ours(&self, resource: &ApiResource, namespace: Option<&str>) -> Option<Vec<ObjectMeta>> {
         let watched = self.ours_store(&resource.api_version, &resource.kind).filter(|w| w.is_listed())?;
         let all = watched.store.state().into_iter();
-        Some(all.filter(|o| namespace.is_none() || o.metadata.namespace.as_deref() == namespace).collect())
+        let here = all.filter(|o| namespace.is_none() || o.namespace() == namespace);
+        here.map(|o| o.full_metadata().ok()).collect()
     }
 
     fn ours_store(&self, api_version: &str, kind: &str) -> Option<&Watched> {

@@ -1,0 +1,134 @@
+//! How a store keeps an object: as compact JSON text.
+//!
+//! A parsed `DynamicObject` is a tree of maps and strings, each its own
+//! allocation: four to five times the size of its JSON. At 500 instances the
+//! stores hold some 3,000 objects, and kept parsed they were the largest
+//! part of the host's heap (`task bench-scale`, heap profile). Kept as text,
+//! an object is parsed when a reconcile looks it up: a few microseconds,
+//! for the handful of objects one reconcile reads.
+
+use std::borrow::Cow;
+
+use kube::Resource;
+use kube::api::{ApiResource, DynamicObject, ObjectMeta};
+use kube::core::DynamicResourceScope;
+use serde::{Deserialize, Deserializer};
+
+/// An object as a store keeps it: its name and namespace (what the store is
+/// keyed on) and the whole object as JSON.
+#[derive(Clone, Debug)]
+pub struct Packed {
+    metadata: ObjectMeta,
+    json: Box<str>,
+}
+
+/// Only the metadata of a packed object (the rest is skipped, not built).
+#[derive(Deserialize)]
+struct Head {
+    metadata: ObjectMeta,
+}
+
+impl Packed {
+    /// Packs an object. Serialising a parsed object does not fail; if it
+    /// ever did, the entry would hold no JSON and every lookup of it would
+    /// read from the API server instead (see [`Self::unpack`]).
+    pub fn pack(object: &DynamicObject) -> Self {
+        let metadata = ObjectMeta {
+            name: object.metadata.name.clone(),
+            namespace: object.metadata.namespace.clone(),
+            ..ObjectMeta::default()
+        };
+        let json = serde_json::to_string(object).unwrap_or_default().into_boxed_str();
+        Packed { metadata, json }
+    }
+
+    /// The object, parsed again.
+    pub fn unpack(&self) -> Result<DynamicObject, serde_json::Error> {
+        serde_json::from_str(&self.json)
+    }
+
+    /// The object's whole metadata, without building the rest.
+    pub fn full_metadata(&self) -> Result<ObjectMeta, serde_json::Error> {
+        serde_json::from_str::<Head>(&self.json).map(|head| head.metadata)
+    }
+
+    /// The namespace, without parsing.
+    pub fn namespace(&self) -> Option<&str> {
+        self.metadata.namespace.as_deref()
+    }
+}
+
+/// The controller's bound on its object type; a packed object is read by
+/// reading the object and packing it.
+impl<'de> Deserialize<'de> for Packed {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        DynamicObject::deserialize(deserializer).map(|object| Packed::pack(&object))
+    }
+}
+
+/// Stores key their objects by `meta()`; the kind comes from the store's
+/// [`ApiResource`], as for a `DynamicObject`.
+impl Resource for Packed {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_object_comes_back_as_it_went_in() {
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {"name": "kro", "namespace": "mcp-1", "labels": {"a": "b"}, "resourceVersion": "7"},
+            "spec": {"interval": "1m", "values": {"list": [1, 2.5, "three", null, true]}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .expect("object");
+        let packed = Packed::pack(&object);
+        assert_eq!(packed.unpack().expect("unpacks"), object);
+        assert_eq!(packed.full_metadata().expect("metadata"), object.metadata);
+        assert_eq!((packed.meta().name.as_deref(), packed.namespace()), (Some("kro"), Some("mcp-1")));
+        assert_eq!(packed.meta().labels, None, "only what the store keys on is kept parsed");
+        let read: Packed = serde_json::from_value(serde_json::to_value(&object).expect("json")).expect("reads");
+        assert_eq!(read.unpack().expect("unpacks"), object);
+    }
+
+    #[test]
+    fn an_entry_without_json_reads_as_unreadable_not_as_empty() {
+        let packed = Packed { metadata: ObjectMeta::default(), json: Box::from("") };
+        assert!(packed.unpack().is_err());
+        assert!(packed.full_metadata().is_err());
+    }
+}
