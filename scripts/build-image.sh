@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the container image of service-provider-host from `scratch`:
-# a static (musl) release binary, the plugins at /plugins/<name>.wasm, their
+# a static (musl) binary (production profile), the plugins at /plugins/<name>.wasm, their
 # precompiled cache at /plugins/cache (written by the image's own binary
 # during the build), CA certificates and a non-root user.
 #
@@ -8,14 +8,14 @@
 #
 #   eval "$(scripts/build-image.sh)"   # exports SERVICE_PROVIDER_HOST_IMAGE
 #
-# The expensive part, the release musl build, is cached twice:
+# The expensive part, the musl build of the host, is cached twice:
 #   - the binary itself, keyed by a hash of everything it is built from
 #     (rustc version, target, profile settings, Cargo.lock, the manifests and
 #     sources of host/, sdk/ and wit/): a hit skips cargo entirely;
 #   - cargo's target directory, per rustc version, so a miss rebuilds only
 #     what changed.
 # Both live under ${SPH_IMAGE_CACHE:-~/.cache/service-provider-host/image}.
-# An empty cache works, it is only slower (a cold release build).
+# An empty cache works, it is only slower (a cold production build).
 #
 # Environment:
 #   IMAGE            image reference to tag (default localhost/service-provider-host:dev)
@@ -55,12 +55,10 @@ if ! command -v musl-gcc >/dev/null && ! command -v x86_64-linux-musl-gcc >/dev/
 fi
 rustup target add "$triple" wasm32-wasip2 >&2
 
-# Release profile settings for the image (environment overrides, so the
-# workspace's own profiles stay as they are). Unwinding stays on: a panic
-# in one reconcile must not end the process.
-export CARGO_PROFILE_RELEASE_STRIP=symbols
-export CARGO_PROFILE_RELEASE_DEBUG=0
-profile_flags="strip=symbols debug=0"
+# The image's binary is built with the workspace's `production` profile
+# (Cargo.toml: release with whole-program optimisation, no symbols); its
+# settings are part of the cache key through Cargo.toml.
+profile=production
 
 # --- the host binary, cached by source hash ---------------------------------
 rustc_version="$(rustc -vV)"
@@ -69,7 +67,7 @@ sources=(Cargo.lock Cargo.toml host/Cargo.toml host/src sdk/Cargo.toml sdk/src w
 [ -f .cargo/config.toml ] && sources+=(.cargo/config.toml)
 key="$(
   {
-    printf '%s\n%s\n%s\n' "$rustc_version" "$triple" "$profile_flags"
+    printf '%s\n%s\n%s\n' "$rustc_version" "$triple" "$profile"
     find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-16
 )"
@@ -78,12 +76,12 @@ binary="$cache/bin/$key/service-provider-host"
 if [ -x "$binary" ]; then
   log "host binary: cache hit ($key)"
 else
-  log "host binary: cache miss ($key): release build for $triple"
+  log "host binary: cache miss ($key): $profile build for $triple"
   build_started=$SECONDS
   CARGO_TARGET_DIR="$cache/cargo-target-$toolchain" \
-    cargo build --locked --release --target "$triple" -p service-provider-host --bin service-provider-host >&2
+    cargo build --locked --profile "$profile" --target "$triple" -p service-provider-host --bin service-provider-host >&2
   mkdir -p "$(dirname "$binary")"
-  cp "$cache/cargo-target-$toolchain/$triple/release/service-provider-host" "$binary.tmp"
+  cp "$cache/cargo-target-$toolchain/$triple/$profile/service-provider-host" "$binary.tmp"
   mv "$binary.tmp" "$binary"
   log "host binary: built in $((SECONDS - build_started))s"
   # Keep the three newest binaries and only the current toolchain's target dir.

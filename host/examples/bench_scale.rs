@@ -2,17 +2,20 @@
 //! from outside on the test harness, as a reproducible command.
 //!
 //! Three real API servers; N ControlPlanes registered in the openmcp
-//! simulator (listing cluster-wide, so the simulator is not what is
+//! simulator (watching cluster-wide, so the simulator is not what is
 //! measured), all backed by one ControlPlane API server; Flux simulated
 //! Ready; the seed's ProviderConfig with a chart pull secret and
-//! imagePullSecrets. The host runs as its own process (release build, the
+//! imagePullSecrets. The host runs as its own process (the static musl
+//! `production` build the image ships, the
 //! Kro component, a precompiled cache). N `Kro` objects are created at once;
 //! then: time to all Ready, the host's API requests per cluster and method
 //! (its own counters) while converging, over a steady-state window longer
 //! than the poll interval, and while deleting; the host's peak RSS and CPU
-//! seconds. Prints a table and appends it to `BENCHMARKS.md`.
+//! seconds; the CPU seconds of each cluster's API server and etcd while
+//! converging and deleting. Prints a table and appends it to `BENCHMARKS.md`.
 //!
-//! `cargo run --release -p service-provider-host --example bench_scale -- [N ...]`
+//! `task bench-scale -- [N ...]` (builds that binary, then runs
+//! `cargo run --release -p service-provider-host --example bench_scale -- [N ...]`)
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -32,6 +35,10 @@ use kube::runtime::{reflector, watcher};
 use serde_json::json;
 use service_provider_host::resource;
 
+/// Where the binary the image ships is built (`scripts/build-image.sh`):
+/// static musl, `production` profile. Its allocator and code layout are
+/// part of what is measured.
+const SHIPPED: &str = "x86_64-unknown-linux-musl/production";
 const POD_NAMESPACE: &str = "openmcp-system";
 const PROVIDER: &str = "kro";
 const GROUP: &str = "kro.services.open-control-plane.io";
@@ -94,6 +101,28 @@ fn usage(pid: u32) -> anyhow::Result<(u64, f64)> {
     Ok((peak, ticks / per_second))
 }
 
+/// The clusters, in the order of [`servers_cpu`].
+const CLUSTERS: [&str; 3] = ["platform", "onboarding", "control plane"];
+
+/// CPU seconds so far of each cluster's API server and etcd: what the
+/// host's requests (and the simulators' answers) cost the servers.
+fn servers_cpu(env: &TestEnv) -> anyhow::Result<[f64; 3]> {
+    let mut out = [0.0; 3];
+    for (slot, cluster) in out.iter_mut().zip([&env.platform, &env.onboarding, &env.control_plane]) {
+        let (apiserver, etcd) = cluster.pids();
+        *slot = usage(apiserver)?.1 + usage(etcd)?.1;
+    }
+    Ok(out)
+}
+
+fn cpu_delta(after: [f64; 3], before: [f64; 3]) -> [f64; 3] {
+    [after[0] - before[0], after[1] - before[1], after[2] - before[2]]
+}
+
+fn describe_cpu(cpu: [f64; 3]) -> String {
+    CLUSTERS.iter().zip(cpu).map(|(c, s)| format!("{c} {s:.1}")).collect::<Vec<_>>().join(", ")
+}
+
 struct Host(Child);
 
 impl Drop for Host {
@@ -142,6 +171,8 @@ struct Result {
     converge: BTreeMap<(String, String), u64>,
     steady: BTreeMap<(String, String), u64>,
     deletion: BTreeMap<(String, String), u64>,
+    servers_converge: [f64; 3],
+    servers_deletion: [f64; 3],
     peak_rss_kib: u64,
     cpu_seconds: f64,
 }
@@ -245,6 +276,7 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
     );
     let watched = Watched::start(kroes.clone(), resource::api_resource(&format!("{GROUP}/v1alpha1"), "Kro", "kroes"));
     watched.count().await?;
+    let servers_before = servers_cpu(&env)?;
     let started = Instant::now();
     let creators: Vec<_> = (0..n)
         .map(|i| {
@@ -273,14 +305,16 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let converged = requests(metrics_port)?;
+    let servers_converged = servers_cpu(&env)?;
     eprintln!("bench-scale: {n} Ready in {ready:?}; steady-state window of {STEADY_WINDOW:?}");
     tokio::time::sleep(STEADY_WINDOW).await;
     let steady_end = requests(metrics_port)?;
 
+    // One request deletes them all, as creation starts them all at once:
+    // 500 DELETEs one after another would time the benchmark's own client.
+    let servers_steady = servers_cpu(&env)?;
     let deleting = Instant::now();
-    for i in 0..n {
-        kroes.delete(&format!("mcp-{i}"), &Default::default()).await?;
-    }
+    kroes.delete_collection(&Default::default(), &Default::default()).await?;
     let gone = loop {
         let (left, _) = watched.count().await?;
         if left == 0 {
@@ -292,6 +326,7 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let after = requests(metrics_port)?;
+    let servers_after = servers_cpu(&env)?;
     let (peak_rss_kib, cpu_seconds) = usage(pid)?;
     drop(host);
     openmcp.stop().await;
@@ -304,6 +339,8 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         converge: delta(&converged, &before),
         steady: delta(&steady_end, &converged),
         deletion: delta(&after, &steady_end),
+        servers_converge: cpu_delta(servers_converged, servers_before),
+        servers_deletion: cpu_delta(servers_after, servers_steady),
         peak_rss_kib,
         cpu_seconds,
     })
@@ -350,10 +387,12 @@ fn table(results: &[Result]) -> String {
     }
     for r in results {
         out.push_str(&format!(
-            "\nN = {}: steady state: {}; deletion: {}\n",
+            "\nN = {}: steady state: {}; deletion: {}. API server + etcd CPU s while converging: {}; while deleting: {}\n",
             r.instances,
             if r.steady.is_empty() { "no requests".to_string() } else { describe(&r.steady) },
-            describe(&r.deletion)
+            describe(&r.deletion),
+            describe_cpu(r.servers_converge),
+            describe_cpu(r.servers_deletion),
         ));
     }
     out
@@ -366,9 +405,9 @@ async fn main() -> anyhow::Result<()> {
     let root = host_test_support::plugins::root();
     let host_binary = std::env::var_os("SERVICE_PROVIDER_HOST")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/release/service-provider-host"));
+        .unwrap_or_else(|| root.join(format!("target/{SHIPPED}/service-provider-host")));
     if !host_binary.is_file() {
-        bail!("{} not found: `cargo build --release -p service-provider-host` first", host_binary.display());
+        bail!("{} not found: `task bench-scale` builds it", host_binary.display());
     }
     let plugin = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO);
     let mut results = Vec::new();

@@ -45,6 +45,13 @@ use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
 use crate::resource;
 use crate::stores::{Packed, Stores, Watched};
 
+/// How long a reconcile request waits for more events of the same instance.
+/// Flux marks the objects of an instance Ready one after the other within
+/// milliseconds, and each was a reconcile and a status write of its own;
+/// 250 ms folds them into one: at 500 instances one status write fewer per
+/// instance (three, not four) and a fifth less host CPU (`task bench-scale`).
+const DEBOUNCE: Duration = Duration::from_millis(250);
+
 /// The kinds the plugin may copy: Secrets always, ConfigMaps when it asks
 /// for them anywhere (copies and objects share capabilities).
 fn copied_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
@@ -174,7 +181,7 @@ pub async fn run_until(
     .flatten()
     .boxed();
     let mut controller = Controller::for_stream_with(objects, primary.store.clone(), ctx.service.clone())
-        .with_config(controller::Config::default().concurrency(8));
+        .with_config(controller::Config::default().concurrency(8).debounce(DEBOUNCE));
 
     for resource in platform_kinds(&ctx) {
         info!(kind = %resource.kind, "watching managed objects on the platform cluster");

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 /// A periodic task on [`crate::runtime()`] (so it outlives the test runtime
@@ -21,7 +21,17 @@ impl Background {
     /// Runs `round()` every `interval` until stopped. Errors are kept as
     /// [`Self::last_error`] and logged to stderr when they change; the loop
     /// goes on (like a controller's requeue).
-    pub(crate) fn spawn<F, Fut>(name: &'static str, interval: Duration, mut round: F) -> Self
+    pub(crate) fn spawn<F, Fut>(name: &'static str, interval: Duration, round: F) -> Self
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = crate::Result<()>> + Send,
+    {
+        Self::spawn_woken(name, interval, Arc::new(Notify::new()), round)
+    }
+
+    /// Like [`Self::spawn`], and also runs the next round as soon as `wake`
+    /// is notified (a watch event), so `interval` only paces retries.
+    pub(crate) fn spawn_woken<F, Fut>(name: &'static str, interval: Duration, wake: Arc<Notify>, mut round: F) -> Self
     where
         F: FnMut() -> Fut + Send + 'static,
         Fut: Future<Output = crate::Result<()>> + Send,
@@ -48,6 +58,7 @@ impl Background {
                 tokio::select! {
                     _ = stopped.changed() => break,
                     _ = tokio::time::sleep(interval) => {}
+                    _ = wake.notified() => {}
                 }
             }
         });

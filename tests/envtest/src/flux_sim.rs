@@ -21,11 +21,13 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams}
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use tokio::sync::Notify;
 
 use crate::background::Background;
 use crate::cluster::{Cluster, client_from_kubeconfig};
 use crate::error::Result;
 use crate::process::lock_unpoisoned;
+use crate::watched::{Acted, Watched, act_on_changed};
 
 /// The finalizer helm-controller puts on HelmReleases.
 pub const HELM_RELEASE_FINALIZER: &str = "finalizers.fluxcd.io";
@@ -66,7 +68,8 @@ impl FluxKind {
 #[derive(Debug, Clone)]
 pub struct FluxOptions {
     pub poll_interval: Duration,
-    /// Namespaces to act in; empty means all.
+    /// Namespaces to act in, listed each round; empty means all, watched
+    /// (acting on changes as they arrive and on several objects at once).
     pub namespaces: Vec<String>,
     /// Add/remove [`HELM_RELEASE_FINALIZER`] on HelmReleases.
     pub emulate_finalizer: bool,
@@ -107,11 +110,18 @@ impl FluxSimulator {
         let deleting_since = Arc::new(Mutex::new(HashMap::<String, Instant>::new()));
         let client = Arc::new(tokio::sync::OnceCell::<Client>::new());
         let interval = options.poll_interval;
-        let background = Background::spawn("flux simulator", interval, move || {
+        let wake = Arc::new(Notify::new());
+        let watches = Arc::new(tokio::sync::OnceCell::<Watches>::new());
+        let background = Background::spawn_woken("flux simulator", interval, wake.clone(), move || {
             let (kubeconfig, options) = (kubeconfig.clone(), options.clone());
             let (deleting_since, client) = (deleting_since.clone(), client.clone());
+            let (watches, wake) = (watches.clone(), wake.clone());
             async move {
                 let client = client.get_or_try_init(|| client_from_kubeconfig(&kubeconfig)).await?;
+                if options.namespaces.is_empty() {
+                    let watches = watches.get_or_init(|| async { Watches::start(client, wake) }).await;
+                    return watched_round(client, &options, &deleting_since, watches).await;
+                }
                 round(client, &options, &deleting_since).await
             }
         });
@@ -199,63 +209,124 @@ fn is_ready_for_generation(object: &DynamicObject) -> bool {
     })
 }
 
-fn apis(client: &Client, kind: FluxKind, namespaces: &[String]) -> Vec<Api<DynamicObject>> {
-    let resource = kind.api_resource();
-    if namespaces.is_empty() {
-        vec![Api::all_with(client.clone(), &resource)]
-    } else {
-        namespaces.iter().map(|ns| Api::namespaced_with(client.clone(), ns, &resource)).collect()
+/// The watches used when the simulator acts in every namespace.
+struct Watches {
+    releases: Watched<DynamicObject>,
+    repositories: Watched<DynamicObject>,
+    acted_releases: Acted,
+    acted_repositories: Acted,
+}
+
+impl Watches {
+    fn start(client: &Client, wake: Arc<Notify>) -> Self {
+        let watch = |kind: FluxKind| {
+            let resource = kind.api_resource();
+            Watched::start(Api::all_with(client.clone(), &resource), resource, wake.clone())
+        };
+        Self {
+            releases: watch(FluxKind::HelmRelease),
+            repositories: watch(FluxKind::OciRepository),
+            acted_releases: Acted::default(),
+            acted_repositories: Acted::default(),
+        }
     }
 }
 
+/// One round over the watched objects of every namespace.
+async fn watched_round(
+    client: &Client,
+    options: &FluxOptions,
+    deleting_since: &Mutex<HashMap<String, Instant>>,
+    watches: &Watches,
+) -> Result<()> {
+    let releases = watches.releases.snapshot().await?;
+    let released = act_on_changed(&watches.acted_releases, releases, |release| async move {
+        reconcile_release(client, options, deleting_since, &release).await
+    })
+    .await;
+    if !options.auto_ready {
+        return released;
+    }
+    let repositories = watches.repositories.snapshot().await?;
+    let stored = act_on_changed(&watches.acted_repositories, repositories, |repo| async move {
+        reconcile_repository(client, &repo).await
+    })
+    .await;
+    released.and(stored)
+}
+
+/// One round over the listed objects of the configured namespaces.
 async fn round(client: &Client, options: &FluxOptions, deleting_since: &Mutex<HashMap<String, Instant>>) -> Result<()> {
-    for api in apis(client, FluxKind::HelmRelease, &options.namespaces) {
+    let release_resource = FluxKind::HelmRelease.api_resource();
+    for ns in &options.namespaces {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &release_resource);
         for release in api.list(&ListParams::default()).await? {
-            let ns = release.namespace().unwrap_or_default();
-            let scoped: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), &ns, &FluxKind::HelmRelease.api_resource());
-            let has_finalizer = release.finalizers().iter().any(|f| f == HELM_RELEASE_FINALIZER);
-            if release.metadata.deletion_timestamp.is_some() {
-                if !has_finalizer {
-                    continue;
-                }
-                let uid = release.uid().unwrap_or_default();
-                let since = *lock_unpoisoned(deleting_since).entry(uid.clone()).or_insert_with(Instant::now);
-                if since.elapsed() >= options.deletion_delay {
-                    let remaining: Vec<&String> =
-                        release.finalizers().iter().filter(|f| *f != HELM_RELEASE_FINALIZER).collect();
-                    set_finalizers(&scoped, &release, &remaining).await?;
-                    lock_unpoisoned(deleting_since).remove(&uid);
-                }
-                continue;
-            }
-            if options.emulate_finalizer && !has_finalizer {
-                let ours = HELM_RELEASE_FINALIZER.to_string();
-                let mut all: Vec<&String> = release.finalizers().iter().collect();
-                all.push(&ours);
-                set_finalizers(&scoped, &release, &all).await?;
-            }
-            if options.auto_ready && !is_ready_for_generation(&release) {
-                let patch = ready_patch(FluxKind::HelmRelease, &release, true, "Helm install succeeded (simulated)");
-                scoped.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-            }
+            reconcile_release(client, options, deleting_since, &release).await?;
         }
     }
     if options.auto_ready {
-        for api in apis(client, FluxKind::OciRepository, &options.namespaces) {
+        let repository_resource = FluxKind::OciRepository.api_resource();
+        for ns in &options.namespaces {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &repository_resource);
             for repo in api.list(&ListParams::default()).await? {
-                if repo.metadata.deletion_timestamp.is_some() || is_ready_for_generation(&repo) {
-                    continue;
-                }
-                let ns = repo.namespace().unwrap_or_default();
-                let scoped: Api<DynamicObject> =
-                    Api::namespaced_with(client.clone(), &ns, &FluxKind::OciRepository.api_resource());
-                let patch = ready_patch(FluxKind::OciRepository, &repo, true, "stored artifact (simulated)");
-                scoped.patch_status(&repo.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                reconcile_repository(client, &repo).await?;
             }
         }
     }
     Ok(())
+}
+
+/// Plays helm-controller on one HelmRelease; whether it wrote anything.
+async fn reconcile_release(
+    client: &Client,
+    options: &FluxOptions,
+    deleting_since: &Mutex<HashMap<String, Instant>>,
+    release: &DynamicObject,
+) -> Result<bool> {
+    let ns = release.namespace().unwrap_or_default();
+    let scoped: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &FluxKind::HelmRelease.api_resource());
+    let has_finalizer = release.finalizers().iter().any(|f| f == HELM_RELEASE_FINALIZER);
+    if release.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(false);
+        }
+        let uid = release.uid().unwrap_or_default();
+        let since = *lock_unpoisoned(deleting_since).entry(uid.clone()).or_insert_with(Instant::now);
+        if since.elapsed() < options.deletion_delay {
+            return Ok(false);
+        }
+        let remaining: Vec<&String> = release.finalizers().iter().filter(|f| *f != HELM_RELEASE_FINALIZER).collect();
+        set_finalizers(&scoped, release, &remaining).await?;
+        lock_unpoisoned(deleting_since).remove(&uid);
+        return Ok(true);
+    }
+    let mut wrote = false;
+    if options.emulate_finalizer && !has_finalizer {
+        let ours = HELM_RELEASE_FINALIZER.to_string();
+        let mut all: Vec<&String> = release.finalizers().iter().collect();
+        all.push(&ours);
+        set_finalizers(&scoped, release, &all).await?;
+        wrote = true;
+    }
+    if options.auto_ready && !is_ready_for_generation(release) {
+        let patch = ready_patch(FluxKind::HelmRelease, release, true, "Helm install succeeded (simulated)");
+        scoped.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        wrote = true;
+    }
+    Ok(wrote)
+}
+
+/// Plays source-controller on one OCIRepository (only with
+/// [`FluxOptions::auto_ready`]); whether it wrote anything.
+async fn reconcile_repository(client: &Client, repo: &DynamicObject) -> Result<bool> {
+    if repo.metadata.deletion_timestamp.is_some() || is_ready_for_generation(repo) {
+        return Ok(false);
+    }
+    let ns = repo.namespace().unwrap_or_default();
+    let scoped: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &FluxKind::OciRepository.api_resource());
+    let patch = ready_patch(FluxKind::OciRepository, repo, true, "stored artifact (simulated)");
+    scoped.patch_status(&repo.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(true)
 }
 
 /// Replaces `metadata.finalizers`, guarded by `resourceVersion`.

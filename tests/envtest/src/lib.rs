@@ -36,6 +36,7 @@ pub mod pki;
 pub mod process;
 pub mod real_flux;
 pub mod registry;
+mod watched;
 
 pub use cluster::{Cluster, ClusterOptions, MARKER_CONFIGMAP, Rss, client_from_kubeconfig};
 pub use crds::Purpose;

@@ -47,11 +47,13 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, P
 use kube::{Client, CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tokio::sync::Notify;
 
 use crate::background::Background;
 use crate::cluster::{Cluster, client_from_kubeconfig};
 use crate::error::{Error, Result};
 use crate::process::lock_unpoisoned;
+use crate::watched::{Acted, Watched, act_on_changed};
 
 /// Finalizer of openmcp's cluster-access library on AccessRequests.
 pub const CLUSTER_ACCESS_FINALIZER: &str = "clusters.openmcp.cloud/clusteraccess";
@@ -189,9 +191,10 @@ pub struct SimulatorOptions {
     /// The cluster granted to ClusterRequests with purpose `workload`
     /// (pending when unset).
     pub workload: Option<TargetCluster>,
-    /// List requests across all namespaces once per round instead of once
-    /// per namespace: with hundreds of tenants, per-namespace listing would
-    /// make the simulator, not the provider, what a benchmark measures.
+    /// Watch requests across all namespaces, act on changes as they arrive
+    /// and on several at once, instead of listing each namespace per round:
+    /// with hundreds of tenants, per-namespace polling would make the
+    /// simulator, not the provider, what a benchmark measures.
     pub cluster_wide: bool,
 }
 
@@ -246,11 +249,16 @@ impl OpenMcpSimulator {
         });
         let for_loop = shared.clone();
         let client = Arc::new(tokio::sync::OnceCell::<Client>::new());
-        let background = Background::spawn("openmcp simulator", options.poll_interval, move || {
-            let shared = for_loop.clone();
-            let client = client.clone();
+        let wake = Arc::new(Notify::new());
+        let watches = Arc::new(tokio::sync::OnceCell::<Watches>::new());
+        let background = Background::spawn_woken("openmcp simulator", options.poll_interval, wake.clone(), move || {
+            let (shared, client, watches, wake) = (for_loop.clone(), client.clone(), watches.clone(), wake.clone());
             async move {
                 let client = client.get_or_try_init(|| client_from_kubeconfig(&shared.platform_kubeconfig)).await?;
+                if shared.options.cluster_wide {
+                    let watches = watches.get_or_init(|| async { Watches::start(client, wake) }).await;
+                    return reconcile_watched(client, &shared, watches).await;
+                }
                 reconcile_round(client, &shared).await
             }
         });
@@ -356,9 +364,6 @@ async fn ensure_namespace(client: &Client, name: &str, labels: BTreeMap<String, 
 
 async fn reconcile_round(client: &Client, shared: &Shared) -> Result<()> {
     let namespaces: Vec<String> = lock_unpoisoned(&shared.state).namespaces.iter().cloned().collect();
-    if shared.options.cluster_wide {
-        return reconcile_cluster_wide(client, shared, &namespaces).await;
-    }
     let mut first_error = None;
     for ns in namespaces {
         if let Err(e) = reconcile_namespace(client, shared, &ns).await {
@@ -368,33 +373,47 @@ async fn reconcile_round(client: &Client, shared: &Shared) -> Result<()> {
     first_error.map_or(Ok(()), Err)
 }
 
-/// One round over every known namespace with one list per kind.
-async fn reconcile_cluster_wide(client: &Client, shared: &Shared, namespaces: &[String]) -> Result<()> {
+/// The watches of [`SimulatorOptions::cluster_wide`].
+struct Watches {
+    requests: Watched<ClusterRequest>,
+    access: Watched<AccessRequest>,
+    acted_requests: Acted,
+    acted_access: Acted,
+}
+
+impl Watches {
+    fn start(client: &Client, wake: Arc<Notify>) -> Self {
+        Self {
+            requests: Watched::start(Api::all(client.clone()), (), wake.clone()),
+            access: Watched::start(Api::all(client.clone()), (), wake),
+            acted_requests: Acted::default(),
+            acted_access: Acted::default(),
+        }
+    }
+}
+
+/// One round over the watched requests of every known namespace.
+async fn reconcile_watched(client: &Client, shared: &Shared, watches: &Watches) -> Result<()> {
+    let namespaces: BTreeSet<String> = lock_unpoisoned(&shared.state).namespaces.clone();
     let known = |o: &ObjectMeta| o.namespace.as_ref().is_some_and(|ns| namespaces.contains(ns));
-    let mut first_error = None;
-    let all: Api<ClusterRequest> = Api::all(client.clone());
-    for request in all.list(&ListParams::default()).await? {
-        if !known(&request.metadata) || request.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        if let Some(target) = target_for_request(shared, &request) {
-            let api: Api<ClusterRequest> = Api::namespaced(client.clone(), &request.namespace().unwrap_or_default());
-            if let Err(e) = grant_cluster_request(&api, &request, &target.name).await {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    let all: Api<AccessRequest> = Api::all(client.clone());
-    for ar in all.list(&ListParams::default()).await? {
-        if !known(&ar.metadata) {
-            continue;
-        }
-        let access: Api<AccessRequest> = Api::namespaced(client.clone(), &ar.namespace().unwrap_or_default());
-        if let Err(e) = reconcile_access_request(client, shared, &access, &ar).await {
-            first_error.get_or_insert(e);
-        }
-    }
-    first_error.map_or(Ok(()), Err)
+    let requests: Vec<_> = (watches.requests.snapshot().await?.into_iter())
+        .filter(|r| known(&r.metadata) && r.metadata.deletion_timestamp.is_none())
+        .collect();
+    let granted = act_on_changed(&watches.acted_requests, requests, |request| async move {
+        let Some(target) = target_for_request(shared, &request) else {
+            return Ok(false);
+        };
+        let api: Api<ClusterRequest> = Api::namespaced(client.clone(), &request.namespace().unwrap_or_default());
+        grant_cluster_request(&api, &request, &target.name).await
+    })
+    .await;
+    let access: Vec<_> = watches.access.snapshot().await?.into_iter().filter(|ar| known(&ar.metadata)).collect();
+    let accessed = act_on_changed(&watches.acted_access, access, |ar| async move {
+        let api: Api<AccessRequest> = Api::namespaced(client.clone(), &ar.namespace().unwrap_or_default());
+        reconcile_access_request(client, shared, Some(&watches.requests), &api, &ar).await
+    })
+    .await;
+    granted.and(accessed)
 }
 
 async fn reconcile_namespace(client: &Client, shared: &Shared, ns: &str) -> Result<()> {
@@ -409,7 +428,7 @@ async fn reconcile_namespace(client: &Client, shared: &Shared, ns: &str) -> Resu
     }
     let access: Api<AccessRequest> = Api::namespaced(client.clone(), ns);
     for ar in access.list(&ListParams::default()).await? {
-        reconcile_access_request(client, shared, &access, &ar).await?;
+        reconcile_access_request(client, shared, None, &access, &ar).await?;
     }
     Ok(())
 }
@@ -428,11 +447,12 @@ fn is_granted(phase: &str, observed: i64, generation: Option<i64>) -> bool {
     phase == "Granted" && Some(observed) == generation
 }
 
-async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterRequest, cluster: &str) -> Result<()> {
+/// Grants a ClusterRequest; whether it wrote anything.
+async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterRequest, cluster: &str) -> Result<bool> {
     if let Some(s) = &request.status
         && is_granted(&s.phase, s.observed_generation, request.metadata.generation)
     {
-        return Ok(());
+        return Ok(false);
     }
     let status = json!({
         "status": {
@@ -442,11 +462,17 @@ async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterReque
         }
     });
     api.patch_status(&request.name_any(), &PatchParams::default(), &Patch::Merge(&status)).await?;
-    Ok(())
+    Ok(true)
 }
 
 /// Resolves the cluster an AccessRequest should get, or `None` to wait.
-async fn target_for_access(client: &Client, shared: &Shared, ar: &AccessRequest) -> Result<Option<TargetCluster>> {
+/// Reads the ClusterRequest from `watched` when there is one.
+async fn target_for_access(
+    client: &Client,
+    shared: &Shared,
+    watched: Option<&Watched<ClusterRequest>>,
+    ar: &AccessRequest,
+) -> Result<Option<TargetCluster>> {
     if let Some(NamespacedRef { name, .. }) = &ar.spec.cluster_ref {
         if *name == shared.onboarding.name {
             return Ok(Some(shared.onboarding.clone()));
@@ -460,8 +486,11 @@ async fn target_for_access(client: &Client, shared: &Shared, ar: &AccessRequest)
     let Some(NamespacedRef { name, namespace }) = &ar.spec.request_ref else {
         return Ok(None);
     };
-    let api: Api<ClusterRequest> = Api::namespaced(client.clone(), namespace);
-    let Some(request) = api.get_opt(name).await? else {
+    let request = match watched {
+        Some(watched) => watched.get(namespace, name).map(|r| ClusterRequest::clone(&r)),
+        None => Api::<ClusterRequest>::namespaced(client.clone(), namespace).get_opt(name).await?,
+    };
+    let Some(request) = request else {
         return Ok(None);
     };
     let granted = request
@@ -471,12 +500,14 @@ async fn target_for_access(client: &Client, shared: &Shared, ar: &AccessRequest)
     Ok(if granted { target_for_request(shared, &request) } else { None })
 }
 
+/// Grants or revokes one AccessRequest; whether it wrote anything.
 async fn reconcile_access_request(
     client: &Client,
     shared: &Shared,
+    requests: Option<&Watched<ClusterRequest>>,
     api: &Api<AccessRequest>,
     ar: &AccessRequest,
-) -> Result<()> {
+) -> Result<bool> {
     let name = ar.name_any();
     let ns = ar.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -491,7 +522,7 @@ async fn reconcile_access_request(
             })
             .collect();
         if remaining.len() == finalizers.len() {
-            return Ok(()); // nothing of ours (left) to clean up
+            return Ok(false); // nothing of ours (left) to clean up
         }
         match secrets.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
@@ -499,17 +530,17 @@ async fn reconcile_access_request(
             Err(e) => return Err(e.into()),
         }
         set_finalizers(api, ar, &remaining).await?;
-        return Ok(());
+        return Ok(true);
     }
 
     if let Some(s) = &ar.status
         && is_granted(&s.phase, s.observed_generation, ar.metadata.generation)
         && s.secret_ref.is_some()
     {
-        return Ok(());
+        return Ok(false);
     }
-    let Some(target) = target_for_access(client, shared, ar).await? else {
-        return Ok(()); // stays pending until its ClusterRequest is granted
+    let Some(target) = target_for_access(client, shared, requests, ar).await? else {
+        return Ok(false); // stays pending until its ClusterRequest is granted
     };
     if !finalizers.iter().any(|f| f == SIMULATOR_FINALIZER) {
         let mut with_ours: Vec<&String> = finalizers.iter().collect();
@@ -541,7 +572,7 @@ async fn reconcile_access_request(
         }
     });
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
-    Ok(())
+    Ok(true)
 }
 
 /// Replaces `metadata.finalizers`, guarded by `resourceVersion` so a

@@ -194,13 +194,22 @@ async fn granted_kubeconfig(platform: &Client, ns: &str, name: &str) -> String {
 
 #[tokio::test]
 async fn simulator_grants_access_to_the_right_clusters() {
+    grants_access_to_the_right_clusters(false).await;
+}
+
+#[tokio::test]
+async fn simulator_watching_cluster_wide_grants_access_to_the_right_clusters() {
+    grants_access_to_the_right_clusters(true).await;
+}
+
+async fn grants_access_to_the_right_clusters(cluster_wide: bool) {
     let env = envtest::shared().await.expect("test environment");
     let platform = env.platform.client().await.unwrap();
     let provider_ns = unique("openmcp-system");
     let sim = OpenMcpSimulator::start(
         &env.platform,
         &env.onboarding,
-        SimulatorOptions { provider_namespaces: vec![provider_ns.clone()], ..Default::default() },
+        SimulatorOptions { provider_namespaces: vec![provider_ns.clone()], cluster_wide, ..Default::default() },
     );
     create_namespace(&platform, &provider_ns).await;
 
@@ -261,13 +270,25 @@ async fn simulator_grants_access_to_the_right_clusters() {
 
 #[tokio::test]
 async fn flux_simulator_sets_conditions_and_delays_helm_release_deletion() {
+    flux_sets_conditions_and_delays_helm_release_deletion(true).await;
+}
+
+/// Watching every namespace: it also acts on the other Flux test's objects,
+/// the same way (same options), so the two can run at once.
+#[tokio::test]
+async fn flux_simulator_watching_every_namespace_sets_conditions_and_delays_helm_release_deletion() {
+    flux_sets_conditions_and_delays_helm_release_deletion(false).await;
+}
+
+async fn flux_sets_conditions_and_delays_helm_release_deletion(namespaced: bool) {
     let env = envtest::shared().await.expect("test environment");
     let platform = env.platform.client().await.unwrap();
     let ns = unique("flux");
     create_namespace(&platform, &ns).await;
+    let namespaces = if namespaced { vec![ns.clone()] } else { Vec::new() };
     let flux = FluxSimulator::start(
         &env.platform,
-        FluxOptions { namespaces: vec![ns.clone()], deletion_delay: Duration::from_secs(1), ..Default::default() },
+        FluxOptions { namespaces, deletion_delay: Duration::from_secs(1), ..Default::default() },
     );
 
     let api =

@@ -1,0 +1,157 @@
+//! Watch-driven rounds for the simulators at scale.
+//!
+//! Listing every kind cluster-wide each round costs the API server the same
+//! whether anything changed or not: at 500 tenants that polling, not the
+//! provider under test, was a third of a core on the platform API server.
+//! Acting on objects one after another made the simulator the slowest
+//! "controller" in the chain. So in their cluster-wide modes the simulators
+//! read from reflector stores, a watch event wakes the next round, and a
+//! round acts on several objects at once, as a real controller's workers do.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::{Future, ready};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{StreamExt, stream};
+use kube::Resource;
+use kube::api::{Api, ObjectMeta};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::process::lock_unpoisoned;
+
+/// How many objects a round acts on at once.
+const WORKERS: usize = 8;
+/// How long a round waits for a new watch to list its objects.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A cluster-wide reflector store whose every event wakes `wake`.
+pub(crate) struct Watched<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    dyntype: K::DynamicType,
+    task: JoinHandle<()>,
+}
+
+impl<K> Watched<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    /// Starts watching on the harness runtime (so the watch outlives the
+    /// test runtime that started the simulator).
+    pub(crate) fn start(api: Api<K>, dyntype: K::DynamicType, wake: Arc<Notify>) -> Self {
+        let writer = Writer::new(dyntype.clone());
+        let store = writer.as_reader();
+        let events = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
+        let task = crate::env::runtime().spawn(events.for_each(move |_| {
+            wake.notify_one();
+            ready(())
+        }));
+        Self { store, dyntype, task }
+    }
+
+    /// Every object as last seen, once the first list has arrived.
+    pub(crate) async fn snapshot(&self) -> Result<Vec<Arc<K>>> {
+        match tokio::time::timeout(SYNC_TIMEOUT, self.store.wait_until_ready()).await {
+            Ok(Ok(())) => Ok(self.store.state()),
+            Ok(Err(e)) => Err(Error::Other(format!("simulator watch ended: {e}"))),
+            Err(_) => Err(Error::Other(format!("simulator watch did not list within {SYNC_TIMEOUT:?}"))),
+        }
+    }
+
+    /// One object by namespace and name, as last seen.
+    pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.store.get(&ObjectRef::new_with(name, self.dyntype.clone()).within(namespace))
+    }
+}
+
+impl<K: Resource + 'static> Drop for Watched<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The resourceVersion each object had when a round last wrote to it.
+///
+/// A round woken by the events of the previous round's own writes can start
+/// before the store has those events; without this it would act again on
+/// the state it already handled (a stale `resourceVersion` guard then
+/// fails with a conflict). An object is looked at again once its version
+/// changes, or after a failed action.
+#[derive(Default)]
+pub(crate) struct Acted(Mutex<HashMap<String, String>>);
+
+impl Acted {
+    /// Whether the object changed since a round last acted on it.
+    pub(crate) fn changed(&self, meta: &ObjectMeta) -> bool {
+        let acted = lock_unpoisoned(&self.0);
+        acted.get(meta.uid.as_deref().unwrap_or_default()) != meta.resource_version.as_ref()
+    }
+
+    /// Records that a round acted on this version of the object.
+    pub(crate) fn record(&self, meta: &ObjectMeta) {
+        if let (Some(uid), Some(version)) = (&meta.uid, &meta.resource_version) {
+            lock_unpoisoned(&self.0).insert(uid.clone(), version.clone());
+        }
+    }
+
+    /// Forgets an object, so the next round looks at it again.
+    pub(crate) fn forget(&self, meta: &ObjectMeta) {
+        if let Some(uid) = &meta.uid {
+            lock_unpoisoned(&self.0).remove(uid);
+        }
+    }
+
+    /// Drops entries of objects no longer in `objects`.
+    pub(crate) fn retain<K: Resource>(&self, objects: &[Arc<K>]) {
+        let live: std::collections::HashSet<&str> = objects.iter().filter_map(|o| o.meta().uid.as_deref()).collect();
+        lock_unpoisoned(&self.0).retain(|uid, _| live.contains(uid.as_str()));
+    }
+}
+
+/// Runs `act` on every object [`Acted::changed`] since its last action, up
+/// to [`WORKERS`] at a time, and returns the first error. `act` returns
+/// whether it wrote anything; objects it wrote to are recorded, failed
+/// ones forgotten.
+pub(crate) async fn act_on_changed<K, F, Fut>(acted: &Acted, objects: Vec<Arc<K>>, act: F) -> Result<()>
+where
+    K: Resource,
+    F: Fn(Arc<K>) -> Fut,
+    Fut: Future<Output = Result<bool>>,
+{
+    acted.retain(&objects);
+    let changed = objects.into_iter().filter(|o| acted.changed(o.meta()));
+    let results: Vec<Result<()>> = stream::iter(changed)
+        .map(|object| {
+            let meta = object.meta().clone();
+            let action = act(object);
+            async move {
+                match action.await {
+                    Ok(true) => acted.record(&meta),
+                    Ok(false) => {}
+                    Err(e) => {
+                        acted.forget(&meta);
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            }
+        })
+        .buffer_unordered(WORKERS)
+        .collect()
+        .await;
+    results.into_iter().find(Result::is_err).unwrap_or(Ok(()))
+}
