@@ -234,15 +234,15 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         .arg(&cache)
         .arg(plugin)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
+        .output()
         .context("precompiling the plugin")?;
-    match precompiled.code() {
-        Some(0) => {}
-        // A usage error: a binary from before `precompile` existed, which
-        // compiles the plugin in the measured process.
-        Some(2) => eprintln!("bench-scale: this binary cannot precompile: its peak RSS includes compiling the plugin"),
-        _ => bail!("precompiling the plugin failed: {precompiled}"),
+    let said = String::from_utf8_lossy(&precompiled.stderr);
+    if said.contains("unrecognized subcommand 'precompile'") {
+        // A binary from before `precompile` existed: it compiles the
+        // plugin in the measured process.
+        eprintln!("bench-scale: this binary cannot precompile: its peak RSS includes compiling the plugin");
+    } else if !precompiled.status.success() {
+        bail!("precompiling the plugin failed ({}): {said}", precompiled.status);
     }
     let child = Command::new(host_binary)
         .args(["run", "--provider-name", PROVIDER, "--environment", "bench", "--verbosity", "ERROR"])

@@ -296,16 +296,20 @@ async fn reconcile_release(
             return Ok(false);
         }
         let remaining: Vec<&String> = release.finalizers().iter().filter(|f| *f != HELM_RELEASE_FINALIZER).collect();
-        set_finalizers(&scoped, release, &remaining).await?;
-        lock_unpoisoned(deleting_since).remove(&uid);
-        return Ok(true);
+        let wrote = set_finalizers(&scoped, release, &remaining).await?;
+        if wrote {
+            lock_unpoisoned(deleting_since).remove(&uid);
+        }
+        return Ok(wrote);
     }
     let mut wrote = false;
     if options.emulate_finalizer && !has_finalizer {
         let ours = HELM_RELEASE_FINALIZER.to_string();
         let mut all: Vec<&String> = release.finalizers().iter().collect();
         all.push(&ours);
-        set_finalizers(&scoped, release, &all).await?;
+        if !set_finalizers(&scoped, release, &all).await? {
+            return Ok(false); // changed meanwhile: the next round sees how
+        }
         wrote = true;
     }
     if options.auto_ready && !is_ready_for_generation(release) {
@@ -329,11 +333,17 @@ async fn reconcile_repository(client: &Client, repo: &DynamicObject) -> Result<b
     Ok(true)
 }
 
-/// Replaces `metadata.finalizers`, guarded by `resourceVersion`.
-async fn set_finalizers(api: &Api<DynamicObject>, object: &DynamicObject, finalizers: &[&String]) -> Result<()> {
+/// Replaces `metadata.finalizers`, guarded by `resourceVersion`; false
+/// when the object changed or went meanwhile (another round, or another
+/// simulator acting on the same objects, got there first): not an error,
+/// the next round looks again, as a controller requeues on a conflict.
+async fn set_finalizers(api: &Api<DynamicObject>, object: &DynamicObject, finalizers: &[&String]) -> Result<bool> {
     let patch = json!({
         "metadata": { "resourceVersion": object.resource_version(), "finalizers": finalizers }
     });
-    api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(())
+    match api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }

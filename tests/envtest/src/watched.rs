@@ -31,6 +31,8 @@ use crate::process::lock_unpoisoned;
 const WORKERS: usize = 8;
 /// How long a round waits for a new watch to list its objects.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a round waiting for the first list looks for a watch error.
+const SYNC_STEP: Duration = Duration::from_millis(100);
 
 /// A cluster-wide reflector store whose every event wakes `wake`.
 pub(crate) struct Watched<K: Resource + 'static>
@@ -39,6 +41,10 @@ where
 {
     store: Store<K>,
     dyntype: K::DynamicType,
+    /// The watch's latest error, cleared by its next event: while it is
+    /// set the store may be stale, and rounds fail with it (as a failed
+    /// list fails a round in the listing mode).
+    error: Arc<Mutex<Option<String>>>,
     task: JoinHandle<()>,
 }
 
@@ -53,19 +59,32 @@ where
         let writer = Writer::new(dyntype.clone());
         let store = writer.as_reader();
         let events = reflector::reflector(writer, watcher(api, watcher::Config::default()).default_backoff());
-        let task = crate::env::runtime().spawn(events.for_each(move |_| {
+        let error = Arc::new(Mutex::new(None));
+        let latest = error.clone();
+        let task = crate::env::runtime().spawn(events.for_each(move |event| {
+            *lock_unpoisoned(&latest) = event.err().map(|e| format!("simulator watch failed: {e}"));
             wake.notify_one();
             ready(())
         }));
-        Self { store, dyntype, task }
+        Self { store, dyntype, error, task }
     }
 
-    /// Every object as last seen, once the first list has arrived.
+    /// Every object as last seen, once the first list has arrived and while
+    /// the watch is healthy.
     pub(crate) async fn snapshot(&self) -> Result<Vec<Arc<K>>> {
-        match tokio::time::timeout(SYNC_TIMEOUT, self.store.wait_until_ready()).await {
-            Ok(Ok(())) => Ok(self.store.state()),
-            Ok(Err(e)) => Err(Error::Other(format!("simulator watch ended: {e}"))),
-            Err(_) => Err(Error::Other(format!("simulator watch did not list within {SYNC_TIMEOUT:?}"))),
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(e) = lock_unpoisoned(&self.error).clone() {
+                return Err(Error::Other(e));
+            }
+            match tokio::time::timeout(SYNC_STEP, self.store.wait_until_ready()).await {
+                Ok(Ok(())) => return Ok(self.store.state()),
+                Ok(Err(e)) => return Err(Error::Other(format!("simulator watch ended: {e}"))),
+                Err(_) if started.elapsed() >= SYNC_TIMEOUT => {
+                    return Err(Error::Other(format!("simulator watch did not list within {SYNC_TIMEOUT:?}")));
+                }
+                Err(_) => {}
+            }
         }
     }
 

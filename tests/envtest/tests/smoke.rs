@@ -395,3 +395,17 @@ async fn simulator_can_leave_the_clusteraccess_finalizer_to_the_provider() {
     assert_eq!(sim.last_error(), None);
     sim.stop().await;
 }
+
+/// A watch that cannot list (no Flux CRDs on the onboarding cluster) is an
+/// error of the simulator's rounds, not a silent wait.
+#[tokio::test]
+async fn flux_simulator_watching_reports_a_watch_that_cannot_list() {
+    let env = envtest::shared().await.expect("test environment");
+    let flux = FluxSimulator::start(&env.onboarding, FluxOptions::default());
+    let error = eventually("the watch error to be reported", Duration::from_secs(20), || async {
+        flux.last_error().filter(|e| e.contains("simulator watch failed"))
+    })
+    .await;
+    assert!(error.contains("404") || error.contains("not found"), "names the cause: {error}");
+    flux.stop().await;
+}
