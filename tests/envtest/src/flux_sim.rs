@@ -27,7 +27,7 @@ use crate::background::Background;
 use crate::cluster::{Cluster, client_from_kubeconfig};
 use crate::error::Result;
 use crate::process::lock_unpoisoned;
-use crate::watched::{Acted, Watched, act_on_changed};
+use crate::watched::Watched;
 
 /// The finalizer helm-controller puts on HelmReleases.
 pub const HELM_RELEASE_FINALIZER: &str = "finalizers.fluxcd.io";
@@ -213,8 +213,6 @@ fn is_ready_for_generation(object: &DynamicObject) -> bool {
 struct Watches {
     releases: Watched<DynamicObject>,
     repositories: Watched<DynamicObject>,
-    acted_releases: Acted,
-    acted_repositories: Acted,
 }
 
 impl Watches {
@@ -223,12 +221,7 @@ impl Watches {
             let resource = kind.api_resource();
             Watched::start(Api::all_with(client.clone(), &resource), resource, wake.clone())
         };
-        Self {
-            releases: watch(FluxKind::HelmRelease),
-            repositories: watch(FluxKind::OciRepository),
-            acted_releases: Acted::default(),
-            acted_repositories: Acted::default(),
-        }
+        Self { releases: watch(FluxKind::HelmRelease), repositories: watch(FluxKind::OciRepository) }
     }
 }
 
@@ -240,18 +233,20 @@ async fn watched_round(
     watches: &Watches,
 ) -> Result<()> {
     let releases = watches.releases.snapshot().await?;
-    let released = act_on_changed(&watches.acted_releases, releases, |release| async move {
-        reconcile_release(client, options, deleting_since, &release).await
-    })
-    .await;
+    let released = watches
+        .releases
+        .act_on_changed(releases, |release| async move {
+            reconcile_release(client, options, deleting_since, &release).await
+        })
+        .await;
     if !options.auto_ready {
         return released;
     }
     let repositories = watches.repositories.snapshot().await?;
-    let stored = act_on_changed(&watches.acted_repositories, repositories, |repo| async move {
-        reconcile_repository(client, &repo).await
-    })
-    .await;
+    let stored = watches
+        .repositories
+        .act_on_changed(repositories, |repo| async move { reconcile_repository(client, &repo).await })
+        .await;
     released.and(stored)
 }
 

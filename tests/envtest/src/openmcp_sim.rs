@@ -53,7 +53,7 @@ use crate::background::Background;
 use crate::cluster::{Cluster, client_from_kubeconfig};
 use crate::error::{Error, Result};
 use crate::process::lock_unpoisoned;
-use crate::watched::{Acted, Watched, act_on_changed};
+use crate::watched::Watched;
 
 /// Finalizer of openmcp's cluster-access library on AccessRequests.
 pub const CLUSTER_ACCESS_FINALIZER: &str = "clusters.openmcp.cloud/clusteraccess";
@@ -377,8 +377,6 @@ async fn reconcile_round(client: &Client, shared: &Shared) -> Result<()> {
 struct Watches {
     requests: Watched<ClusterRequest>,
     access: Watched<AccessRequest>,
-    acted_requests: Acted,
-    acted_access: Acted,
 }
 
 impl Watches {
@@ -386,8 +384,6 @@ impl Watches {
         Self {
             requests: Watched::start(Api::all(client.clone()), (), wake.clone()),
             access: Watched::start(Api::all(client.clone()), (), wake),
-            acted_requests: Acted::default(),
-            acted_access: Acted::default(),
         }
     }
 }
@@ -399,20 +395,24 @@ async fn reconcile_watched(client: &Client, shared: &Shared, watches: &Watches) 
     let requests: Vec<_> = (watches.requests.snapshot().await?.into_iter())
         .filter(|r| known(&r.metadata) && r.metadata.deletion_timestamp.is_none())
         .collect();
-    let granted = act_on_changed(&watches.acted_requests, requests, |request| async move {
-        let Some(target) = target_for_request(shared, &request) else {
-            return Ok(false);
-        };
-        let api: Api<ClusterRequest> = Api::namespaced(client.clone(), &request.namespace().unwrap_or_default());
-        grant_cluster_request(&api, &request, &target.name).await
-    })
-    .await;
+    let granted = watches
+        .requests
+        .act_on_changed(requests, |request| async move {
+            let Some(target) = target_for_request(shared, &request) else {
+                return Ok(false);
+            };
+            let api: Api<ClusterRequest> = Api::namespaced(client.clone(), &request.namespace().unwrap_or_default());
+            grant_cluster_request(&api, &request, &target.name).await
+        })
+        .await;
     let access: Vec<_> = watches.access.snapshot().await?.into_iter().filter(|ar| known(&ar.metadata)).collect();
-    let accessed = act_on_changed(&watches.acted_access, access, |ar| async move {
-        let api: Api<AccessRequest> = Api::namespaced(client.clone(), &ar.namespace().unwrap_or_default());
-        reconcile_access_request(client, shared, Some(&watches.requests), &api, &ar).await
-    })
-    .await;
+    let accessed = watches
+        .access
+        .act_on_changed(access, |ar| async move {
+            let api: Api<AccessRequest> = Api::namespaced(client.clone(), &ar.namespace().unwrap_or_default());
+            reconcile_access_request(client, shared, Some(&watches.requests), &api, &ar).await
+        })
+        .await;
     granted.and(accessed)
 }
 

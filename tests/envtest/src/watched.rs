@@ -34,13 +34,15 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a round waiting for the first list looks for a watch error.
 const SYNC_STEP: Duration = Duration::from_millis(100);
 
-/// A cluster-wide reflector store whose every event wakes `wake`.
+/// A cluster-wide reflector store whose every event wakes `wake`, and
+/// which of its objects a round already acted on.
 pub(crate) struct Watched<K: Resource + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     store: Store<K>,
     dyntype: K::DynamicType,
+    acted: Acted,
     /// The watch's latest error, cleared by its next event: while it is
     /// set the store may be stale, and rounds fail with it (as a failed
     /// list fails a round in the listing mode).
@@ -66,7 +68,7 @@ where
             wake.notify_one();
             ready(())
         }));
-        Self { store, dyntype, error, task }
+        Self { store, dyntype, acted: Acted::default(), error, task }
     }
 
     /// Every object as last seen, once the first list has arrived and while
@@ -92,6 +94,36 @@ where
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
         self.store.get(&ObjectRef::new_with(name, self.dyntype.clone()).within(namespace))
     }
+
+    /// Runs `act` on every one of `objects` (a filtered [`Self::snapshot`])
+    /// that changed since a round last wrote to it, up to [`WORKERS`] at a
+    /// time, and returns the first error. `act` returns whether it wrote
+    /// anything; what it wrote to is recorded. A failed object keeps its
+    /// old record, which no longer matches, so the next round retries it.
+    pub(crate) async fn act_on_changed<F, Fut>(&self, objects: Vec<Arc<K>>, act: F) -> Result<()>
+    where
+        F: Fn(Arc<K>) -> Fut,
+        Fut: Future<Output = Result<bool>>,
+    {
+        let acted = &self.acted;
+        acted.retain(&objects);
+        let changed = objects.into_iter().filter(|o| acted.changed(o.meta()));
+        let results: Vec<Result<()>> = stream::iter(changed)
+            .map(|object| {
+                let meta = object.meta().clone();
+                let action = act(object);
+                async move {
+                    if action.await? {
+                        acted.record(&meta);
+                    }
+                    Ok(())
+                }
+            })
+            .buffer_unordered(WORKERS)
+            .collect()
+            .await;
+        results.into_iter().find(Result::is_err).unwrap_or(Ok(()))
+    }
 }
 
 impl<K: Resource + 'static> Drop for Watched<K>
@@ -109,68 +141,27 @@ where
 /// before the store has those events; without this it would act again on
 /// the state it already handled (a stale `resourceVersion` guard then
 /// fails with a conflict). An object is looked at again once its version
-/// changes, or after a failed action.
+/// changes.
 #[derive(Default)]
-pub(crate) struct Acted(Mutex<HashMap<String, String>>);
+struct Acted(Mutex<HashMap<String, String>>);
 
 impl Acted {
     /// Whether the object changed since a round last acted on it.
-    pub(crate) fn changed(&self, meta: &ObjectMeta) -> bool {
+    fn changed(&self, meta: &ObjectMeta) -> bool {
         let acted = lock_unpoisoned(&self.0);
         acted.get(meta.uid.as_deref().unwrap_or_default()) != meta.resource_version.as_ref()
     }
 
     /// Records that a round acted on this version of the object.
-    pub(crate) fn record(&self, meta: &ObjectMeta) {
+    fn record(&self, meta: &ObjectMeta) {
         if let (Some(uid), Some(version)) = (&meta.uid, &meta.resource_version) {
             lock_unpoisoned(&self.0).insert(uid.clone(), version.clone());
         }
     }
 
-    /// Forgets an object, so the next round looks at it again.
-    pub(crate) fn forget(&self, meta: &ObjectMeta) {
-        if let Some(uid) = &meta.uid {
-            lock_unpoisoned(&self.0).remove(uid);
-        }
-    }
-
     /// Drops entries of objects no longer in `objects`.
-    pub(crate) fn retain<K: Resource>(&self, objects: &[Arc<K>]) {
+    fn retain<K: Resource>(&self, objects: &[Arc<K>]) {
         let live: std::collections::HashSet<&str> = objects.iter().filter_map(|o| o.meta().uid.as_deref()).collect();
         lock_unpoisoned(&self.0).retain(|uid, _| live.contains(uid.as_str()));
     }
-}
-
-/// Runs `act` on every object [`Acted::changed`] since its last action, up
-/// to [`WORKERS`] at a time, and returns the first error. `act` returns
-/// whether it wrote anything; objects it wrote to are recorded, failed
-/// ones forgotten.
-pub(crate) async fn act_on_changed<K, F, Fut>(acted: &Acted, objects: Vec<Arc<K>>, act: F) -> Result<()>
-where
-    K: Resource,
-    F: Fn(Arc<K>) -> Fut,
-    Fut: Future<Output = Result<bool>>,
-{
-    acted.retain(&objects);
-    let changed = objects.into_iter().filter(|o| acted.changed(o.meta()));
-    let results: Vec<Result<()>> = stream::iter(changed)
-        .map(|object| {
-            let meta = object.meta().clone();
-            let action = act(object);
-            async move {
-                match action.await {
-                    Ok(true) => acted.record(&meta),
-                    Ok(false) => {}
-                    Err(e) => {
-                        acted.forget(&meta);
-                        return Err(e);
-                    }
-                }
-                Ok(())
-            }
-        })
-        .buffer_unordered(WORKERS)
-        .collect()
-        .await;
-    results.into_iter().find(Result::is_err).unwrap_or(Ok(()))
 }
