@@ -27,7 +27,7 @@ use crate::background::Background;
 use crate::cluster::{Cluster, client_from_kubeconfig};
 use crate::error::Result;
 use crate::process::lock_unpoisoned;
-use crate::watched::Watched;
+use crate::watched::{Outcome, Watched};
 
 /// The finalizer helm-controller puts on HelmReleases.
 pub const HELM_RELEASE_FINALIZER: &str = "finalizers.fluxcd.io";
@@ -271,74 +271,71 @@ async fn round(client: &Client, options: &FluxOptions, deleting_since: &Mutex<Ha
     Ok(())
 }
 
-/// Plays helm-controller on one HelmRelease; whether it wrote anything.
+/// Plays helm-controller on one HelmRelease.
 async fn reconcile_release(
     client: &Client,
     options: &FluxOptions,
     deleting_since: &Mutex<HashMap<String, Instant>>,
     release: &DynamicObject,
-) -> Result<bool> {
+) -> Result<Outcome> {
     let ns = release.namespace().unwrap_or_default();
     let scoped: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &FluxKind::HelmRelease.api_resource());
     let has_finalizer = release.finalizers().iter().any(|f| f == HELM_RELEASE_FINALIZER);
     if release.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {
-            return Ok(false);
+            return Ok(Outcome::Settled);
         }
         let uid = release.uid().unwrap_or_default();
         let since = *lock_unpoisoned(deleting_since).entry(uid.clone()).or_insert_with(Instant::now);
         if since.elapsed() < options.deletion_delay {
-            return Ok(false);
+            return Ok(Outcome::Retry);
         }
         let remaining: Vec<&String> = release.finalizers().iter().filter(|f| *f != HELM_RELEASE_FINALIZER).collect();
-        let wrote = set_finalizers(&scoped, release, &remaining).await?;
-        if wrote {
+        let outcome = set_finalizers(&scoped, release, &remaining).await?;
+        if outcome == Outcome::Settled {
             lock_unpoisoned(deleting_since).remove(&uid);
         }
-        return Ok(wrote);
+        return Ok(outcome);
     }
-    let mut wrote = false;
     if options.emulate_finalizer && !has_finalizer {
         let ours = HELM_RELEASE_FINALIZER.to_string();
         let mut all: Vec<&String> = release.finalizers().iter().collect();
         all.push(&ours);
-        if !set_finalizers(&scoped, release, &all).await? {
-            return Ok(false); // changed meanwhile: the next round sees how
+        if set_finalizers(&scoped, release, &all).await? == Outcome::Retry {
+            return Ok(Outcome::Retry); // changed meanwhile: the next round sees how
         }
-        wrote = true;
     }
     if options.auto_ready && !is_ready_for_generation(release) {
         let patch = ready_patch(FluxKind::HelmRelease, release, true, "Helm install succeeded (simulated)");
         scoped.patch_status(&release.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        wrote = true;
     }
-    Ok(wrote)
+    Ok(Outcome::Settled)
 }
 
 /// Plays source-controller on one OCIRepository (only with
-/// [`FluxOptions::auto_ready`]); whether it wrote anything.
-async fn reconcile_repository(client: &Client, repo: &DynamicObject) -> Result<bool> {
+/// [`FluxOptions::auto_ready`]).
+async fn reconcile_repository(client: &Client, repo: &DynamicObject) -> Result<Outcome> {
     if repo.metadata.deletion_timestamp.is_some() || is_ready_for_generation(repo) {
-        return Ok(false);
+        return Ok(Outcome::Settled);
     }
     let ns = repo.namespace().unwrap_or_default();
     let scoped: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &FluxKind::OciRepository.api_resource());
     let patch = ready_patch(FluxKind::OciRepository, repo, true, "stored artifact (simulated)");
     scoped.patch_status(&repo.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    Ok(true)
+    Ok(Outcome::Settled)
 }
 
-/// Replaces `metadata.finalizers`, guarded by `resourceVersion`; false
+/// Replaces `metadata.finalizers`, guarded by `resourceVersion`; a retry
 /// when the object changed or went meanwhile (another round, or another
 /// simulator acting on the same objects, got there first): not an error,
 /// the next round looks again, as a controller requeues on a conflict.
-async fn set_finalizers(api: &Api<DynamicObject>, object: &DynamicObject, finalizers: &[&String]) -> Result<bool> {
+async fn set_finalizers(api: &Api<DynamicObject>, object: &DynamicObject, finalizers: &[&String]) -> Result<Outcome> {
     let patch = json!({
         "metadata": { "resourceVersion": object.resource_version(), "finalizers": finalizers }
     });
     match api.patch(&object.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Ok(_) => Ok(Outcome::Settled),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(Outcome::Retry),
         Err(e) => Err(e.into()),
     }
 }

@@ -53,7 +53,7 @@ use crate::background::Background;
 use crate::cluster::{Cluster, client_from_kubeconfig};
 use crate::error::{Error, Result};
 use crate::process::lock_unpoisoned;
-use crate::watched::Watched;
+use crate::watched::{Outcome, Watched};
 
 /// Finalizer of openmcp's cluster-access library on AccessRequests.
 pub const CLUSTER_ACCESS_FINALIZER: &str = "clusters.openmcp.cloud/clusteraccess";
@@ -399,7 +399,7 @@ async fn reconcile_watched(client: &Client, shared: &Shared, watches: &Watches) 
         .requests
         .act_on_changed(requests, |request| async move {
             let Some(target) = target_for_request(shared, &request) else {
-                return Ok(false);
+                return Ok(Outcome::Retry); // its ControlPlane may be registered later
             };
             let api: Api<ClusterRequest> = Api::namespaced(client.clone(), &request.namespace().unwrap_or_default());
             grant_cluster_request(&api, &request, &target.name).await
@@ -447,12 +447,12 @@ fn is_granted(phase: &str, observed: i64, generation: Option<i64>) -> bool {
     phase == "Granted" && Some(observed) == generation
 }
 
-/// Grants a ClusterRequest; whether it wrote anything.
-async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterRequest, cluster: &str) -> Result<bool> {
+/// Grants a ClusterRequest.
+async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterRequest, cluster: &str) -> Result<Outcome> {
     if let Some(s) = &request.status
         && is_granted(&s.phase, s.observed_generation, request.metadata.generation)
     {
-        return Ok(false);
+        return Ok(Outcome::Settled);
     }
     let status = json!({
         "status": {
@@ -462,7 +462,7 @@ async fn grant_cluster_request(api: &Api<ClusterRequest>, request: &ClusterReque
         }
     });
     api.patch_status(&request.name_any(), &PatchParams::default(), &Patch::Merge(&status)).await?;
-    Ok(true)
+    Ok(Outcome::Settled)
 }
 
 /// Resolves the cluster an AccessRequest should get, or `None` to wait.
@@ -500,14 +500,14 @@ async fn target_for_access(
     Ok(if granted { target_for_request(shared, &request) } else { None })
 }
 
-/// Grants or revokes one AccessRequest; whether it wrote anything.
+/// Grants or revokes one AccessRequest.
 async fn reconcile_access_request(
     client: &Client,
     shared: &Shared,
     requests: Option<&Watched<ClusterRequest>>,
     api: &Api<AccessRequest>,
     ar: &AccessRequest,
-) -> Result<bool> {
+) -> Result<Outcome> {
     let name = ar.name_any();
     let ns = ar.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -522,7 +522,7 @@ async fn reconcile_access_request(
             })
             .collect();
         if remaining.len() == finalizers.len() {
-            return Ok(false); // nothing of ours (left) to clean up
+            return Ok(Outcome::Settled); // nothing of ours (left) to clean up
         }
         match secrets.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
@@ -530,17 +530,17 @@ async fn reconcile_access_request(
             Err(e) => return Err(e.into()),
         }
         set_finalizers(api, ar, &remaining).await?;
-        return Ok(true);
+        return Ok(Outcome::Settled);
     }
 
     if let Some(s) = &ar.status
         && is_granted(&s.phase, s.observed_generation, ar.metadata.generation)
         && s.secret_ref.is_some()
     {
-        return Ok(false);
+        return Ok(Outcome::Settled);
     }
     let Some(target) = target_for_access(client, shared, requests, ar).await? else {
-        return Ok(false); // stays pending until its ClusterRequest is granted
+        return Ok(Outcome::Retry); // stays pending until its ClusterRequest is granted
     };
     if !finalizers.iter().any(|f| f == SIMULATOR_FINALIZER) {
         let mut with_ours: Vec<&String> = finalizers.iter().collect();
@@ -572,7 +572,7 @@ async fn reconcile_access_request(
         }
     });
     api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
-    Ok(true)
+    Ok(Outcome::Settled)
 }
 
 /// Replaces `metadata.finalizers`, guarded by `resourceVersion` so a

@@ -34,15 +34,26 @@ const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a round waiting for the first list looks for a watch error.
 const SYNC_STEP: Duration = Duration::from_millis(100);
 
+/// What a round's action on one object came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Nothing more to do with this version of the object: it was written
+    /// to (its next version comes as an event) or needs nothing.
+    Settled,
+    /// Look again next round even if it has not changed: what it waits for
+    /// is time, or another object.
+    Retry,
+}
+
 /// A cluster-wide reflector store whose every event wakes `wake`, and
-/// which of its objects a round already acted on.
+/// which of its objects a round already settled.
 pub(crate) struct Watched<K: Resource + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     store: Store<K>,
     dyntype: K::DynamicType,
-    acted: Acted,
+    settled: SettledVersions,
     /// The watch's latest error, cleared by its next event: while it is
     /// set the store may be stale, and rounds fail with it (as a failed
     /// list fails a round in the listing mode).
@@ -68,7 +79,7 @@ where
             wake.notify_one();
             ready(())
         }));
-        Self { store, dyntype, acted: Acted::default(), error, task }
+        Self { store, dyntype, settled: SettledVersions::default(), error, task }
     }
 
     /// Every object as last seen, once the first list has arrived and while
@@ -96,25 +107,27 @@ where
     }
 
     /// Runs `act` on every one of `objects` (a filtered [`Self::snapshot`])
-    /// that changed since a round last wrote to it, up to [`WORKERS`] at a
-    /// time, and returns the first error. `act` returns whether it wrote
-    /// anything; what it wrote to is recorded. A failed object keeps its
-    /// old record, which no longer matches, so the next round retries it.
+    /// that changed since a round last settled it, up to [`WORKERS`] at a
+    /// time, and returns the first error. What `act` settles is recorded;
+    /// a failed object keeps its old record, which no longer matches, so
+    /// the next round retries it. A round woken by one event so looks at
+    /// the objects that changed, not at all of them (at 500 tenants that
+    /// scan, every round, was most of the simulators' CPU).
     pub(crate) async fn act_on_changed<F, Fut>(&self, objects: Vec<Arc<K>>, act: F) -> Result<()>
     where
         F: Fn(Arc<K>) -> Fut,
-        Fut: Future<Output = Result<bool>>,
+        Fut: Future<Output = Result<Outcome>>,
     {
-        let acted = &self.acted;
-        acted.retain(&objects);
-        let changed = objects.into_iter().filter(|o| acted.changed(o.meta()));
+        let settled = &self.settled;
+        settled.retain(&objects);
+        let changed = objects.into_iter().filter(|o| settled.changed(o.meta()));
         let results: Vec<Result<()>> = stream::iter(changed)
             .map(|object| {
                 let meta = object.meta().clone();
                 let action = act(object);
                 async move {
-                    if action.await? {
-                        acted.record(&meta);
+                    if action.await? == Outcome::Settled {
+                        settled.record(&meta);
                     }
                     Ok(())
                 }
@@ -135,7 +148,7 @@ where
     }
 }
 
-/// The resourceVersion each object had when a round last wrote to it.
+/// The resourceVersion each object had when a round last settled it.
 ///
 /// A round woken by the events of the previous round's own writes can start
 /// before the store has those events; without this it would act again on
@@ -143,16 +156,16 @@ where
 /// fails with a conflict). An object is looked at again once its version
 /// changes.
 #[derive(Default)]
-struct Acted(Mutex<HashMap<String, String>>);
+struct SettledVersions(Mutex<HashMap<String, String>>);
 
-impl Acted {
-    /// Whether the object changed since a round last acted on it.
+impl SettledVersions {
+    /// Whether the object changed since a round last settled it.
     fn changed(&self, meta: &ObjectMeta) -> bool {
-        let acted = lock_unpoisoned(&self.0);
-        acted.get(meta.uid.as_deref().unwrap_or_default()) != meta.resource_version.as_ref()
+        let settled = lock_unpoisoned(&self.0);
+        settled.get(meta.uid.as_deref().unwrap_or_default()) != meta.resource_version.as_ref()
     }
 
-    /// Records that a round acted on this version of the object.
+    /// Records that a round settled this version of the object.
     fn record(&self, meta: &ObjectMeta) {
         if let (Some(uid), Some(version)) = (&meta.uid, &meta.resource_version) {
             lock_unpoisoned(&self.0).insert(uid.clone(), version.clone());
