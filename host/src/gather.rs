@@ -106,10 +106,12 @@ pub fn observed_from(granted: &[Observation], context: &Context, cleanup: bool, 
 /// plugin can tell "none there" from "could not look".
 ///
 /// A named object on the platform cluster that this provider made comes
-/// from the watch's store; anything else is read from its cluster.
+/// from the watch's store, and what `watched` answers (a blocked deletion's
+/// watches) from there; anything else is read from its cluster.
 pub async fn observe(
     reach: &Reach<'_>,
     stores: &Stores,
+    watched: &(dyn Fn(&Observation) -> Option<Vec<Value>> + Sync),
     granted: &[Observation],
     context: &Context,
     cleanup: bool,
@@ -118,6 +120,14 @@ pub async fn observe(
     let mut observed = Vec::new();
     for o in observations(granted, cleanup) {
         let Some(client) = reach.client(o.cluster) else { continue };
+        if let Some(objects) = watched(o) {
+            let objects = objects.into_iter().filter(|obj| matches(o, context, obj));
+            observed.push(Observed {
+                id: o.id.clone(),
+                objects: objects.map(|obj| trim(obj, o.detail).to_string()).collect(),
+            });
+            continue;
+        }
         let namespace = scope_namespace(&o.scope, context);
         let api = resource::dynamic_api(client, &resource::of_kind(&o.api), namespace);
         let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);

@@ -43,7 +43,7 @@ use crate::clusters;
 use crate::owner::{LABEL_COPY_OF, Owner};
 use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
 use crate::resource;
-use crate::stores::{Packed, Stores, Watched};
+use crate::stores::{Packed, Stores, Watched, blockers, pack_event};
 
 /// How long a reconcile request waits for more events of the same instance.
 /// Events of one instance come in bursts (its objects on several watches
@@ -120,7 +120,7 @@ fn reflect(
     let objects = watcher(api, config)
         .default_backoff()
         .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear())
-        .map_ok(|event| pack(&event))
+        .map_ok(|event| pack_event(&event, Packed::pack))
         .reflect(writer)
         // After `reflect`: the store has the list when the flag is set.
         .inspect_ok(move |event| {
@@ -131,17 +131,6 @@ fn reflect(
         .touched_objects()
         .boxed();
     (Watched { resource, store, complete, listed }, objects)
-}
-
-/// A watch event with its objects packed for the store.
-fn pack(event: &watcher::Event<DynamicObject>) -> watcher::Event<Packed> {
-    match event {
-        watcher::Event::Apply(o) => watcher::Event::Apply(Packed::pack(o)),
-        watcher::Event::Delete(o) => watcher::Event::Delete(Packed::pack(o)),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(Packed::pack(o)),
-        watcher::Event::InitDone => watcher::Event::InitDone,
-    }
 }
 
 /// Hands a reconcile the service object parsed from its store.
@@ -240,6 +229,13 @@ pub async fn run_until(
         controller = controller.watches_stream_with(objects, move |o: Packed| owner_of(&c, &o), kind);
     }
 
+    // What blocks a deletion is watched while it does (see
+    // `stores::blockers`); a change there reconciles the instance.
+    let (blocker_changed, blocked) = futures::channel::mpsc::unbounded();
+    ctx.blockers.set_wake(Some(blocker_changed));
+    let c = ctx.clone();
+    controller = controller.reconcile_on(blocked.map(move |(ns, name): (String, String)| instance_ref(&c, &ns, &name)));
+
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
     let pcs: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
     let by_name = watcher::Config::default().fields(&format!("metadata.name={}", ctx.provider_name));
@@ -248,7 +244,7 @@ pub async fn run_until(
     ctx.set_stores(stores);
     let cache = tokio::spawn(report_synced(primary, synced));
     let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), objects, trigger));
-    let evict = tokio::spawn(evict_idle_pools(ctx.clone()));
+    let evict = tokio::spawn(evict_idle(ctx.clone()));
     controller
         .reconcile_all_on(all)
         .graceful_shutdown_on(shutdown)
@@ -269,16 +265,21 @@ pub async fn run_until(
     evict.abort();
     // The writers are gone with the watches: no reads from stale stores.
     ctx.set_stores(Stores::default());
+    ctx.blockers.set_wake(None);
+    ctx.blockers.clear();
 }
 
-/// Drops the connection pools nobody used for [`clusters::POOL_IDLE`], so
-/// memory follows the clusters that are busy, not all there are.
-async fn evict_idle_pools(ctx: Arc<Context>) {
+/// Drops the connection pools nobody used for [`clusters::POOL_IDLE`] and
+/// the blocker watches no round read for [`blockers::IDLE`], so memory
+/// follows the clusters that are busy, not all there are.
+async fn evict_idle(ctx: Arc<Context>) {
     let mut every = tokio::time::interval(clusters::POOL_IDLE / 2);
     loop {
         every.tick().await;
         let left = ctx.clients.evict_idle(clusters::POOL_IDLE);
         debug!(pools = left, "idle connection pools dropped");
+        let left = ctx.blockers.evict_idle(blockers::IDLE);
+        debug!(watches = left, "blocker watches nobody read ended");
     }
 }
 

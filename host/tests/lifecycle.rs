@@ -426,6 +426,55 @@ async fn deletion_is_blocked_by_rgds_then_completes() {
     f.stop_operator().await;
 }
 
+/// While its deletion is blocked, an instance watches what blocks it on the
+/// ControlPlane (with its own credentials) instead of listing it every
+/// round: blocked rounds make no request there, a change reaches the
+/// status through the watch, and the watch ends with the deletion.
+#[tokio::test]
+async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("registry", DOCKER, "{}").await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+    let ctx = f.context().await;
+    f.start_operator_on(ctx.clone());
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+
+    let rgds: Api<DynamicObject> = Api::all_with(f.control_plane.clone(), &rgd_resource());
+    rgds.create(&PostParams::default(), &rgd("noop")).await.expect("RGD created");
+    f.delete_kro("mcp-01").await;
+    let blocked_by = |n: usize| {
+        let text = format!("waiting for {n} kro ResourceGraphDefinition(s)");
+        move |k: &Value| ready(k)["message"].as_str().is_some_and(|m| m.contains(&text))
+    };
+    f.wait_kro("mcp-01", "deletion blocked by one RGD", blocked_by(1)).await;
+    assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
+    // Listed and watching: from here on, the ControlPlane is not asked.
+    let control_plane_reads = || f.metrics.requests("control-plane", &["GET"]);
+    let previous = std::sync::atomic::AtomicU64::new(control_plane_reads());
+    eventually("the watch is established", WAIT, || async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = control_plane_reads();
+        (previous.swap(now, std::sync::atomic::Ordering::Relaxed) == now).then_some(())
+    })
+    .await;
+    let before = control_plane_reads();
+    let rounds = f.metrics.reconciles("deleting");
+    // The plugin asks to be looked at again every 10 s: two blocked rounds.
+    tokio::time::sleep(Duration::from_secs(21)).await;
+    assert!(f.metrics.reconciles("deleting") >= rounds + 2, "blocked rounds ran");
+    assert_eq!(control_plane_reads() - before, 0, "blocked rounds read the ControlPlane instead of the watch");
+
+    rgds.create(&PostParams::default(), &rgd("webapp")).await.expect("RGD created");
+    f.wait_kro("mcp-01", "deletion blocked by two RGDs", blocked_by(2)).await;
+    for name in ["noop", "webapp"] {
+        rgds.delete(name, &DeleteParams::default()).await.expect("RGD deleted");
+    }
+    f.wait_gone("mcp-01").await;
+    assert_eq!(ctx.blockers.len(), 0, "the watch ended with the deletion");
+    f.stop_operator().await;
+}
+
 #[tokio::test]
 async fn deletion_completes_when_the_access_request_is_already_gone() {
     let mut f = Fixture::new(one("mcp-01", true)).await;

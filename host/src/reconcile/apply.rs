@@ -85,7 +85,8 @@ async fn apply_with_config(
         Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
     let mut fetched = gather::Fetched::default();
     let observations = &ctx.granted().observations;
-    let observed = gather::observe(&reach, &ctx.stores(), observations, &context, false, &mut fetched).await?;
+    let observed =
+        gather::observe(&reach, &ctx.stores(), &|_| None, observations, &context, false, &mut fetched).await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
     let plan = match timed(ctx, "plan", plan::reconcile(&ctx.planner, &input)).await? {

@@ -8,7 +8,9 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use service_provider_sdk::contract::{CleanupPlan, Cluster, KubeconfigRef, ObjectRef, ServiceStatus};
+use service_provider_sdk::contract::{
+    CleanupPlan, Cluster, Detail, KubeconfigRef, ObjectRef, Observation, ServiceStatus,
+};
 use tracing::{info, warn};
 
 use super::access::{current_request, instance_access, remaining_access};
@@ -16,10 +18,11 @@ use super::{Context, InstanceKey, WAIT, key_of, not_yet, timed};
 use crate::access::{self, InstanceAccess, Target};
 use crate::apply::{self, Scope};
 use crate::error::report;
-use crate::instance::{Instance, Reach};
+use crate::instance::{Instance, Reach, scope_namespace};
 use crate::plan::{self, Inventory};
 use crate::stores::Lookup;
-use crate::{Error, gather, status};
+use crate::stores::blockers::Wanted;
+use crate::{Error, gather, resource, status};
 
 /// Deletion. Returns `Ok` only when everything is gone, so the finalizer
 /// helper removes the finalizer only then; `Error::NotYet` keeps it.
@@ -82,18 +85,51 @@ async fn cleanup_steps(
     };
     let mut fetched = gather::Fetched::default();
     let observations = &ctx.granted().observations;
-    let observed = gather::observe(&reach, &ctx.stores(), observations, &context, true, &mut fetched).await?;
+    // Whose credentials a tenant cluster is watched with (see `blockers`).
+    let identity = |cluster: Cluster| {
+        let access = match cluster {
+            Cluster::ControlPlane => cp.as_ref(),
+            Cluster::Workload => wl.as_ref(),
+            Cluster::Platform | Cluster::Onboarding => None,
+        };
+        access.map(|(at, _)| format!("{cluster} {}/{}", at.namespace, at.name))
+    };
+    let watched = |o: &Observation| {
+        let packed = ctx.blockers.objects(&key, &o.id, &identity(o.cluster)?)?;
+        packed.iter().map(|p| p.value().ok()).collect::<Option<Vec<_>>>()
+    };
+    let observed = gather::observe(&reach, &ctx.stores(), &watched, observations, &context, true, &mut fetched).await?;
     let input = gather::input(raw, provider_config, context, observed);
     let owner = instance.owner(&ctx.provider_name);
 
     let teardown = match timed(ctx, "cleanup", plan::cleanup(&ctx.planner, &input)).await? {
         Err(e) => return Err(Error::PluginTransient(e.to_string())),
         Ok(CleanupPlan::Blocked(blocked)) => {
+            // Until the next round, watch what it observed on the tenant's
+            // clusters instead of reading it again.
+            let wanted = gather::observations(observations, true)
+                .filter_map(|o| {
+                    let identity = identity(o.cluster)?;
+                    Some(Wanted {
+                        id: o.id.clone(),
+                        client: reach.client(o.cluster)?.clone(),
+                        resource: resource::of_kind(&o.api),
+                        namespace: scope_namespace(&o.scope, &input.context).map(str::to_string),
+                        name: o.name.clone(),
+                        metadata_only: o.detail == Detail::Metadata,
+                        identity,
+                    })
+                })
+                .collect();
+            ctx.blockers.keep(&key, wanted);
             let desired = ServiceStatus { resources: blocked.resources, ..status::terminating(&blocked.message) };
             ctx.status.write(object, &desired, false).await?;
             return Err(not_yet(blocked.message, Duration::from_secs(u64::from(blocked.requeue_after_seconds.max(1)))));
         }
-        Ok(CleanupPlan::Teardown(teardown)) => teardown,
+        Ok(CleanupPlan::Teardown(teardown)) => {
+            ctx.blockers.forget(&key);
+            teardown
+        }
     };
     let in_progress =
         ServiceStatus { resources: teardown.resources.clone(), ..status::terminating("Cleanup in progress") };

@@ -17,6 +17,7 @@ use crate::plan::{Inventory, Planner};
 use crate::resource;
 use crate::status::StatusWriter;
 use crate::stores::Stores;
+use crate::stores::blockers::Blockers;
 
 /// `(namespace, name)` of a service object.
 pub type InstanceKey = (String, String);
@@ -49,6 +50,8 @@ pub struct Context {
     /// During deletion, how long a granted cluster that does not answer is
     /// waited for before the instance is cleaned up without it.
     pub unreachable_grace: Duration,
+    /// Watches of what blocks a deletion, on the tenant's clusters.
+    pub blockers: Blockers,
     /// The watch's stores while the controller runs ([`crate::watch::run`]).
     stores: RwLock<Arc<Stores>>,
 }
@@ -76,6 +79,7 @@ impl Context {
         let d = planner.descriptor();
         let service = resource::of_kind(&d.service);
         let provider_config = resource::of_kind(&d.provider_config);
+        let blockers = Blockers::new(planner.plugin.input_limit());
         Context {
             field_manager: format!("service-provider-host/{provider_name}"),
             status: StatusWriter { onboarding: onboarding.clone(), service: service.clone(), reporter },
@@ -92,6 +96,7 @@ impl Context {
             reserved_secrets: Vec::new(),
             instances: InstanceState::default(),
             unreachable_grace: UNREACHABLE_GRACE,
+            blockers,
             stores: RwLock::default(),
         }
     }

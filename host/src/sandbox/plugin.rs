@@ -30,6 +30,11 @@ impl Plugin {
         &self.inner.descriptor.name
     }
 
+    /// The largest input a call accepts, in bytes.
+    pub fn input_limit(&self) -> usize {
+        self.inner.limits.input_bytes
+    }
+
     /// How long compiling (or loading the precompiled) component took.
     pub fn compile_time(&self) -> Duration {
         self.inner.prepared.compile_time

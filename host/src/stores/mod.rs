@@ -18,6 +18,7 @@
 //!
 //! Objects are kept as JSON text ([`Packed`]) and parsed when looked up.
 
+pub mod blockers;
 mod packed;
 
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::warn;
 
-pub use packed::Packed;
+pub use packed::{Packed, pack_event};
 
 /// What a store knows about one object.
 #[derive(Debug, Clone)]

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::core::DynamicResourceScope;
+use kube::runtime::watcher;
 use serde::{Deserialize, Deserializer};
 
 /// An object as a store keeps it: its name and namespace (what the store is
@@ -55,6 +56,27 @@ impl Packed {
     /// The namespace, without parsing.
     pub fn namespace(&self) -> Option<&str> {
         self.metadata.namespace.as_deref()
+    }
+
+    /// The object as a JSON value (what a plugin's input is made of).
+    pub fn value(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_str(&self.json)
+    }
+
+    /// The size of the packed object, in bytes of JSON.
+    pub fn bytes(&self) -> usize {
+        self.json.len()
+    }
+}
+
+/// A watch event with its objects packed by `pack`.
+pub fn pack_event<K>(event: &watcher::Event<K>, pack: impl Fn(&K) -> Packed) -> watcher::Event<Packed> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(pack(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(pack(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(pack(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
