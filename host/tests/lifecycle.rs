@@ -449,24 +449,30 @@ async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
     };
     f.wait_kro("mcp-01", "deletion blocked by one RGD", blocked_by(1)).await;
     assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
-    // Listed and watching: from here on, the ControlPlane is not asked.
+    // The plugin asks to be looked at again every 10 s.
+    let rounds = || f.metrics.reconciles("deleting");
+    let next_round = |after: u64| async move {
+        eventually("a blocked round", WAIT, || async { (rounds() > after).then_some(()) }).await;
+    };
+    next_round(rounds()).await;
+    // From the round after the watch started: no request to the ControlPlane.
     let control_plane_reads = || f.metrics.requests("control-plane", &["GET"]);
-    let previous = std::sync::atomic::AtomicU64::new(control_plane_reads());
-    eventually("the watch is established", WAIT, || async {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = control_plane_reads();
-        (previous.swap(now, std::sync::atomic::Ordering::Relaxed) == now).then_some(())
-    })
-    .await;
-    let before = control_plane_reads();
-    let rounds = f.metrics.reconciles("deleting");
-    // The plugin asks to be looked at again every 10 s: two blocked rounds.
+    let before = (control_plane_reads(), rounds());
     tokio::time::sleep(Duration::from_secs(21)).await;
-    assert!(f.metrics.reconciles("deleting") >= rounds + 2, "blocked rounds ran");
-    assert_eq!(control_plane_reads() - before, 0, "blocked rounds read the ControlPlane instead of the watch");
+    assert!(rounds() >= before.1 + 2, "blocked rounds ran");
+    assert_eq!(control_plane_reads() - before.0, 0, "a blocked round read the ControlPlane: the watch was not used");
 
+    // A change wakes the instance at once, not at its next round (10 s
+    // after the last one, which has just run).
+    next_round(rounds()).await;
+    let changed = std::time::Instant::now();
     rgds.create(&PostParams::default(), &rgd("webapp")).await.expect("RGD created");
     f.wait_kro("mcp-01", "deletion blocked by two RGDs", blocked_by(2)).await;
+    assert!(
+        changed.elapsed() < Duration::from_secs(6),
+        "the change waited for the next round: {:?}",
+        changed.elapsed()
+    );
     for name in ["noop", "webapp"] {
         rgds.delete(name, &DeleteParams::default()).await.expect("RGD deleted");
     }

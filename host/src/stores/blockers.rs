@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,9 +66,17 @@ pub struct Wanted {
 /// What the watch task reports.
 #[derive(Default)]
 struct Health {
-    /// The store holds a complete list and no error came since the last
-    /// event: its contents can stand in for a LIST.
+    /// The store holds a complete list and no error came since: its
+    /// contents can stand in for a LIST. Only a complete (re)list sets it;
+    /// after an error an event may be lost for good.
     current: AtomicBool,
+    /// The watch ended for good: it failed before its first list (the
+    /// credentials may list but not watch, the kind is not served) or
+    /// outgrew the limit. Reads list instead, and it is not started again
+    /// with the same credentials until it is evicted.
+    ended: AtomicBool,
+    /// The bytes of JSON its store holds (the host-wide budget).
+    bytes: AtomicUsize,
 }
 
 struct Watch {
@@ -81,15 +89,18 @@ struct Watch {
 }
 
 impl Watch {
-    /// A watch that had time to list and is not current (its credentials
-    /// were rotated and it gets 401s, say) is started again.
+    /// A watch that was listed, then failed and stayed behind for
+    /// [`RESTART_AFTER`] (its token was rotated and it gets 401s, say) is
+    /// started again.
     fn stuck(&self) -> bool {
-        self.started.elapsed() > RESTART_AFTER && !self.health.current.load(Ordering::Acquire)
+        let health = &self.health;
+        self.started.elapsed() > RESTART_AFTER
+            && !health.current.load(Ordering::Acquire)
+            && !health.ended.load(Ordering::Acquire)
     }
 }
 
-/// How long a watch may take to become current before a round starts it
-/// again.
+/// How long a watch may stay behind before a round starts it again.
 const RESTART_AFTER: Duration = Duration::from_secs(10);
 
 impl Drop for Watch {
@@ -102,8 +113,13 @@ impl Drop for Watch {
 pub struct Blockers {
     entries: Mutex<HashMap<(InstanceKey, String), Watch>>,
     wake: Mutex<Option<UnboundedSender<InstanceKey>>>,
+    /// The most one watch may hold: the plugin's input limit.
     max_bytes: usize,
 }
+
+/// All watches together hold at most this many plugin inputs' worth; past
+/// it no new watch starts and blocked rounds list as before.
+const BUDGET_INPUTS: usize = 2;
 
 impl Blockers {
     /// `max_bytes`: the plugin's input limit.
@@ -130,12 +146,18 @@ impl Blockers {
     }
 
     /// Keeps exactly the `wanted` watches of an instance: starts the missing
-    /// ones, ends the others (an empty list ends them all).
+    /// ones while the budget allows, ends the others (an empty list ends
+    /// them all).
     pub fn keep(&self, instance: &InstanceKey, wanted: Vec<Wanted>) {
         let mut entries = self.entries.lock().expect("not poisoned");
         entries.retain(|(of, id), entry| {
             of != instance || (!entry.stuck() && wanted.iter().any(|w| w.id == *id && w.identity == entry.identity))
         });
+        let held: usize = entries.values().map(|e| e.health.bytes.load(Ordering::Acquire)).sum();
+        if held > BUDGET_INPUTS * self.max_bytes {
+            warn!(bytes = held, "blocker watches are at their budget: blocked rounds list instead");
+            return;
+        }
         for w in wanted {
             if let Entry::Vacant(slot) = entries.entry((instance.clone(), w.id.clone())) {
                 debug!(observation = %w.id, "watching what blocks the deletion");
@@ -178,10 +200,13 @@ impl Blockers {
         if let Some(name) = &wanted.name {
             config = config.fields(&format!("metadata.name={name}"));
         }
+        // List items of built-in kinds come without apiVersion and kind:
+        // every stored object gets them from the resource.
         let (client, resource, namespace) = (wanted.client, &wanted.resource, wanted.namespace.as_deref());
+        let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
         let events = match wanted.metadata_only {
+            // Metadata-only requests (`PartialObjectMeta` asks for them).
             true => {
-                let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
                 let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
                     Some(ns) => Api::namespaced_with(client, ns, resource),
                     None => Api::all_with(client, resource),
@@ -190,83 +215,113 @@ impl Blockers {
                     .default_backoff()
                     .map_ok(move |event| {
                         pack_event(&event, |meta| {
-                            let mut object = DynamicObject {
-                                types: Some(types.clone()),
-                                metadata: meta.metadata.clone(),
-                                data: json!({}),
-                            };
-                            object.managed_fields_mut().clear();
-                            Packed::pack(&object)
+                            let object =
+                                DynamicObject { types: None, metadata: meta.metadata.clone(), data: json!({}) };
+                            packed(object, &types)
                         })
                     })
                     .boxed()
             }
             false => watcher(crate::resource::dynamic_api(&client, resource, namespace), config)
                 .default_backoff()
-                .map_ok(|event| {
-                    pack_event(&event, |object| {
-                        let mut object = object.clone();
-                        object.managed_fields_mut().clear();
-                        Packed::pack(&object)
-                    })
-                })
+                .map_ok(move |event| pack_event(&event, |object| packed(object.clone(), &types)))
                 .boxed(),
         };
         let wake = self.wake.lock().expect("not poisoned").clone();
-        let run = follow(events.reflect(writer), store.clone(), health.clone(), wake, instance, self.max_bytes);
+        let run = follow(events.reflect(writer), health.clone(), wake, instance, self.max_bytes);
         let now = Instant::now();
         Watch { identity: wanted.identity, store, health, task: tokio::spawn(run), started: now, used: now }
     }
 }
 
+/// An object as a blocker watch keeps it: typed, without `managedFields`.
+fn packed(mut object: DynamicObject, types: &TypeMeta) -> Packed {
+    object.types = Some(types.clone());
+    object.metadata.managed_fields = None;
+    Packed::pack(&object)
+}
+
+/// The bytes of a store's objects, kept up to date event by event: the
+/// objects listed so far (held by the store's writer until the list is
+/// complete) and those in the store.
+#[derive(Default)]
+struct Sizes {
+    listing: HashMap<(Option<String>, String), usize>,
+    stored: HashMap<(Option<String>, String), usize>,
+}
+
+impl Sizes {
+    fn key(object: &Packed) -> (Option<String>, String) {
+        (object.namespace().map(str::to_string), object.name_any())
+    }
+
+    fn total(&self) -> usize {
+        self.listing.values().sum::<usize>() + self.stored.values().sum::<usize>()
+    }
+}
+
 /// Drives one watch: keeps [`Health`] up to date, wakes the instance on
-/// every change once listed, and ends the watch when its objects outgrow
-/// `max_bytes`.
+/// every change once listed, and ends the watch when it cannot list or its
+/// objects outgrow `max_bytes`.
 async fn follow(
     events: impl Stream<Item = Result<watcher::Event<Packed>, watcher::Error>> + Send,
-    store: Store<Packed>,
     health: Arc<Health>,
     wake: Option<UnboundedSender<InstanceKey>>,
     instance: InstanceKey,
     max_bytes: usize,
 ) {
     let mut events = std::pin::pin!(events);
-    // The initial list is held by the store's writer until it is complete:
-    // counted here as it comes, so a huge one ends the watch early.
-    let mut listing = 0usize;
+    let mut sizes = Sizes::default();
+    let mut listed = false;
     while let Some(event) = events.next().await {
-        let changed = match event {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) if !listed => {
+                debug!(error = %e, "a blocker cannot be watched: blocked rounds list it instead");
+                break;
+            }
             Err(e) => {
-                debug!(error = %e, "a blocker watch failed; reads go to the API server until it recovers");
+                debug!(error = %e, "a blocker watch failed: blocked rounds list until it lists again");
                 health.current.store(false, Ordering::Release);
                 continue;
             }
-            Ok(watcher::Event::Init) => {
-                listing = 0;
+        };
+        let changed = match &event {
+            watcher::Event::Init => {
+                sizes.listing.clear();
                 false
             }
-            Ok(watcher::Event::InitApply(object)) => {
-                listing += object.bytes();
+            watcher::Event::InitApply(o) => {
+                sizes.listing.insert(Sizes::key(o), o.bytes());
                 false
             }
-            Ok(watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)) => true,
+            watcher::Event::InitDone => {
+                sizes.stored = std::mem::take(&mut sizes.listing);
+                listed = true;
+                health.current.store(true, Ordering::Release);
+                true
+            }
+            watcher::Event::Apply(o) => {
+                sizes.stored.insert(Sizes::key(o), o.bytes());
+                health.current.load(Ordering::Acquire)
+            }
+            watcher::Event::Delete(o) => {
+                sizes.stored.remove(&Sizes::key(o));
+                health.current.load(Ordering::Acquire)
+            }
         };
-        let bytes = match changed {
-            true => store.state().iter().map(|o| o.bytes()).sum(),
-            false => listing,
-        };
+        let bytes = sizes.total();
+        health.bytes.store(bytes, Ordering::Release);
         if bytes > max_bytes {
             warn!(bytes, max_bytes, "what blocks the deletion outgrew the plugin's input limit: no longer watched");
-            health.current.store(false, Ordering::Release);
-            return;
+            break;
         }
-        if changed {
-            health.current.store(true, Ordering::Release);
-            if let Some(wake) = &wake {
-                let _ = wake.unbounded_send(instance.clone());
-            }
+        if changed && let Some(wake) = &wake {
+            let _ = wake.unbounded_send(instance.clone());
         }
     }
+    health.current.store(false, Ordering::Release);
+    health.ended.store(true, Ordering::Release);
 }
 
 #[cfg(test)]
@@ -288,18 +343,23 @@ mod tests {
         crate::resource::api_resource("kro.run/v1alpha1", "ResourceGraphDefinition", "resourcegraphdefinitions")
     }
 
-    async fn run(
-        events: Vec<Result<watcher::Event<Packed>, watcher::Error>>,
-        max_bytes: usize,
-    ) -> (Store<Packed>, bool, Vec<InstanceKey>) {
+    type Events = Vec<Result<watcher::Event<Packed>, watcher::Error>>;
+
+    /// Runs the watch loop over `events` (then a watch that stays open).
+    async fn run(events: Events, max_bytes: usize) -> (Store<Packed>, Arc<Health>, Vec<InstanceKey>) {
         let writer = reflector::store::Writer::<Packed>::new(resource());
         let store = writer.as_reader();
         let health = Arc::new(Health::default());
         let (wake, woken) = futures::channel::mpsc::unbounded();
         let instance = ("default".to_string(), "mcp-01".to_string());
-        follow(stream::iter(events).reflect(writer), store.clone(), health.clone(), Some(wake), instance, max_bytes)
-            .await;
-        (store, health.current.load(Ordering::Acquire), woken.collect().await)
+        let events = stream::iter(events).chain(stream::pending()).reflect(writer);
+        let watching = follow(events, health.clone(), Some(wake), instance, max_bytes);
+        let _ = tokio::time::timeout(Duration::from_millis(200), watching).await;
+        (store, health, woken.collect().await)
+    }
+
+    fn is(health: &Health) -> (bool, bool) {
+        (health.current.load(Ordering::Acquire), health.ended.load(Ordering::Acquire))
     }
 
     #[tokio::test]
@@ -310,27 +370,31 @@ mod tests {
             Ok(watcher::Event::InitDone),
             Ok(watcher::Event::Delete(object("a", 10))),
         ];
-        let (store, current, woken) = run(events, 1 << 20).await;
-        assert!(current);
+        let (store, health, woken) = run(events, 1 << 20).await;
+        assert_eq!(is(&health), (true, false), "current, running");
         assert!(store.state().is_empty(), "the deletion reached the store");
         assert_eq!(woken.len(), 2, "once listed, and once for the deletion");
+        assert_eq!(health.bytes.load(Ordering::Acquire), 0);
     }
 
     #[tokio::test]
-    async fn an_error_makes_the_store_not_current_until_the_next_event() {
+    async fn after_an_error_only_a_complete_list_makes_the_store_current_again() {
         let error = || Err(watcher::Error::NoResourceVersion);
-        let listed = [Ok(watcher::Event::Init), Ok(watcher::Event::InitDone)];
-        let (_, current, _) = run(listed.into_iter().chain([error()]).collect(), 1 << 20).await;
-        assert!(!current, "after an error the store may be stale");
-        let recovered = [
-            Ok(watcher::Event::Init),
-            Ok(watcher::Event::InitDone),
-            error(),
-            Ok(watcher::Event::Apply(object("b", 1))),
-        ];
-        let (store, current, _) = run(recovered.into_iter().collect(), 1 << 20).await;
-        assert!(current);
-        assert_eq!(store.state().len(), 1);
+        let listed = || [Ok(watcher::Event::Init), Ok(watcher::Event::InitDone)];
+        let events = listed().into_iter().chain([error(), Ok(watcher::Event::Apply(object("b", 1)))]).collect();
+        let (store, health, woken) = run(events, 1 << 20).await;
+        assert_eq!(is(&health), (false, false), "an event may have been lost: not current, still watching");
+        assert_eq!((store.state().len(), woken.len()), (1, 1), "no wake for a store that is not current");
+        let relisted = listed().into_iter().chain([error()]).chain(listed()).collect();
+        let (_, health, _) = run(relisted, 1 << 20).await;
+        assert_eq!(is(&health), (true, false));
+    }
+
+    #[tokio::test]
+    async fn a_watch_that_cannot_list_ends() {
+        let (_, health, woken) = run(vec![Err(watcher::Error::NoResourceVersion)], 1 << 20).await;
+        assert_eq!(is(&health), (false, true));
+        assert!(woken.is_empty());
     }
 
     #[tokio::test]
@@ -341,18 +405,31 @@ mod tests {
             Ok(watcher::Event::InitApply(object("b", 600))),
             Ok(watcher::Event::InitDone),
         ];
-        let (_, current, woken) = run(during_the_list, 1000).await;
-        assert!(!current && woken.is_empty(), "ended before the list was complete");
+        let (_, health, woken) = run(during_the_list, 1000).await;
+        assert_eq!(is(&health), (false, true), "ended before the list was complete");
+        assert!(woken.is_empty());
         let later = vec![
             Ok(watcher::Event::Init),
             Ok(watcher::Event::InitDone),
             Ok(watcher::Event::Apply(object("a", 600))),
+            Ok(watcher::Event::Apply(object("a", 700))),
             Ok(watcher::Event::Apply(object("b", 600))),
             Ok(watcher::Event::Apply(object("c", 1))),
         ];
-        let (store, current, woken) = run(later, 1000).await;
-        assert!(!current, "not current once it ended");
+        let (store, health, woken) = run(later, 1000).await;
+        assert_eq!(is(&health), (false, true));
         assert_eq!(store.state().len(), 2, "nothing after the object that crossed the limit");
-        assert_eq!(woken.len(), 2);
+        assert_eq!(woken.len(), 3, "listed, and a's two versions (a replaced object counts once)");
+    }
+
+    #[test]
+    fn stored_objects_carry_their_kind_even_when_a_list_left_it_out() {
+        let types = TypeMeta { api_version: "v1".into(), kind: "PersistentVolumeClaim".into() };
+        let mut item: DynamicObject =
+            serde_json::from_value(json!({"metadata": {"name": "data", "managedFields": [{}]}, "spec": {}})).unwrap();
+        item.types = None;
+        let value = packed(item, &types).value().unwrap();
+        assert_eq!((value["apiVersion"].as_str(), value["kind"].as_str()), (Some("v1"), Some("PersistentVolumeClaim")));
+        assert!(value["metadata"].get("managedFields").is_none());
     }
 }
