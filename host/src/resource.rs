@@ -2,7 +2,7 @@
 //! kind descriptions and `apiVersion` strings to kube's `ApiResource` and
 //! dynamic `Api` handles. A leaf module: it imports nothing from the crate.
 
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::{Api, Client};
 use service_provider_sdk::contract::ApiKind;
 
@@ -50,9 +50,34 @@ pub fn kind_absent(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.is_not_found() || s.code == 404)
 }
 
+/// Whether the object a DELETE answered with is gone already: it had no
+/// finalizers and no grace period, so the API server removed it at once.
+/// One still being deleted carries a deletion timestamp; an object is
+/// trusted to be gone only when it carries neither that nor finalizers. A
+/// deletion that waits for the object's watch event costs a reconcile of
+/// its own, so an ordered teardown goes on in the same round instead.
+pub fn deleted_at_once(answer: &ObjectMeta) -> bool {
+    answer.deletion_timestamp.is_none() && answer.finalizers.as_ref().is_none_or(Vec::is_empty)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_answer_without_finalizers_or_deletion_timestamp_is_gone() {
+        let meta = |finalizers: &[&str], deleting: bool| ObjectMeta {
+            finalizers: Some(finalizers.iter().map(|f| f.to_string()).collect()),
+            deletion_timestamp: deleting
+                .then(|| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default())),
+            ..ObjectMeta::default()
+        };
+        assert!(deleted_at_once(&meta(&[], false)));
+        assert!(deleted_at_once(&ObjectMeta::default()));
+        assert!(!deleted_at_once(&meta(&["finalizers.fluxcd.io"], true)), "waits for its finalizer");
+        assert!(!deleted_at_once(&meta(&[], true)), "a grace period: still there");
+        assert!(!deleted_at_once(&meta(&["x"], false)));
+    }
 
     #[test]
     fn core_and_grouped_versions_split() {

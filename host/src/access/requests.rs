@@ -96,9 +96,11 @@ impl Handle {
     }
 
     /// Asks for deletion; true if it was already gone.
+    /// Deletes the object; true when it is gone already (see
+    /// [`crate::resource::deleted_at_once`]).
     async fn delete(&self) -> Result<bool, Error> {
         match self.api.delete(&self.name, &Default::default()).await {
-            Ok(_) => Ok(false),
+            Ok(answer) => Ok(answer.either(|o| crate::resource::deleted_at_once(&o.metadata), |_| true)),
             Err(kube::Error::Api(s)) if s.is_not_found() => Ok(true),
             Err(e) => Err(Error::kube(format!("deleting {}", self.what), e)),
         }

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::Error;
 use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plan::Manifest;
-use crate::resource::{api_resource, dynamic_api, kind_absent};
+use crate::resource::{api_resource, deleted_at_once, dynamic_api, kind_absent};
 use crate::stores::Lookup;
 
 pub use copy::{CopyJob, Sources};
@@ -174,7 +174,7 @@ pub async fn delete(client: &Client, target: &ObjectRef, cached: Lookup, owner: 
     }
     if live.metadata.deletion_timestamp.is_none() {
         match api.delete(&target.name, &DeleteParams::background()).await {
-            Ok(_) => {}
+            Ok(answer) => return Ok(answer.either(|o| deleted_at_once(&o.metadata), |_| true)),
             Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(true),
             Err(e) => return Err(Error::kube(format!("deleting {}", what()), e)),
         }
