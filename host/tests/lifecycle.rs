@@ -481,6 +481,53 @@ async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
     f.stop_operator().await;
 }
 
+/// A tenant who fills its ControlPlane while its deletion is blocked
+/// cannot make the host hold it: the watch ends at the plugin's input
+/// limit and keeps nothing, the round that lists instead fails with the
+/// input limit in the status, and once the tenant cleans up the deletion
+/// goes on.
+#[tokio::test]
+async fn a_blocker_watch_ends_at_the_input_limit_and_keeps_nothing() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("registry", DOCKER, "{}").await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+    let limit = 64 << 10;
+    let limits = service_provider_host::sandbox::Limits { input_bytes: limit, ..Default::default() };
+    let ctx = f.context_with(plugins::load(plugins::KRO, limits)).await;
+    f.start_operator_on(ctx.clone());
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+
+    let rgds: Api<DynamicObject> = Api::all_with(f.control_plane.clone(), &rgd_resource());
+    rgds.create(&PostParams::default(), &rgd("noop")).await.expect("RGD created");
+    f.delete_kro("mcp-01").await;
+    let message = |k: &Value| ready(k)["message"].as_str().unwrap_or_default().to_string();
+    f.wait_kro("mcp-01", "deletion blocked", |k| message(k).contains("waiting for 1 kro")).await;
+    assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
+
+    // Four RGDs of 20 KiB of metadata each: more than one input's worth.
+    let big = |name: &str| {
+        let mut rgd = rgd(name);
+        rgd.metadata.annotations = Some([("filler".to_string(), "x".repeat(20 << 10))].into());
+        rgd
+    };
+    let names = ["big-a", "big-b", "big-c", "big-d"];
+    for name in names {
+        rgds.create(&PostParams::default(), &big(name)).await.expect("RGD created");
+    }
+    f.wait_kro("mcp-01", "the input limit in the status", |k| message(k).contains("more than the limit")).await;
+    assert!(ctx.blockers.bytes() <= limit, "the host holds {} bytes of the tenant's RGDs", ctx.blockers.bytes());
+
+    for name in names {
+        rgds.delete(name, &DeleteParams::default()).await.expect("RGD deleted");
+    }
+    f.wait_kro("mcp-01", "blocked again", |k| message(k).contains("waiting for 1 kro")).await;
+    rgds.delete("noop", &DeleteParams::default()).await.expect("RGD deleted");
+    f.wait_gone("mcp-01").await;
+    assert_eq!(ctx.blockers.len(), 0);
+    f.stop_operator().await;
+}
+
 #[tokio::test]
 async fn deletion_completes_when_the_access_request_is_already_gone() {
     let mut f = Fixture::new(one("mcp-01", true)).await;

@@ -77,11 +77,25 @@ struct Health {
     ended: AtomicBool,
     /// The bytes of JSON its store holds (the host-wide budget).
     bytes: AtomicUsize,
+    /// The store; dropped when the watch ends, so nothing of it is kept.
+    store: Mutex<Option<Store<Packed>>>,
+}
+
+impl Health {
+    fn new(store: Store<Packed>) -> Self {
+        Health { store: Mutex::new(Some(store)), ..Health::default() }
+    }
+
+    fn end(&self) {
+        self.current.store(false, Ordering::Release);
+        self.ended.store(true, Ordering::Release);
+        *self.store.lock().expect("not poisoned") = None;
+        self.bytes.store(0, Ordering::Release);
+    }
 }
 
 struct Watch {
     identity: String,
-    store: Store<Packed>,
     health: Arc<Health>,
     task: JoinHandle<()>,
     started: Instant,
@@ -142,7 +156,8 @@ impl Blockers {
             return None;
         }
         entry.used = Instant::now();
-        Some(entry.store.state())
+        let store = entry.health.store.lock().expect("not poisoned");
+        store.as_ref().map(Store::state)
     }
 
     /// Keeps exactly the `wanted` watches of an instance: starts the missing
@@ -183,7 +198,13 @@ impl Blockers {
         self.entries.lock().expect("not poisoned").clear();
     }
 
-    /// How many watches run.
+    /// The bytes of JSON the watches hold.
+    pub fn bytes(&self) -> usize {
+        let entries = self.entries.lock().expect("not poisoned");
+        entries.values().map(|e| e.health.bytes.load(Ordering::Acquire)).sum()
+    }
+
+    /// How many watches run (or ended and are remembered).
     pub fn len(&self) -> usize {
         self.entries.lock().expect("not poisoned").len()
     }
@@ -195,7 +216,7 @@ impl Blockers {
     fn start(&self, instance: InstanceKey, wanted: Wanted) -> Watch {
         let writer = reflector::store::Writer::<Packed>::new(wanted.resource.clone());
         let store = writer.as_reader();
-        let health = Arc::new(Health::default());
+        let health = Arc::new(Health::new(store));
         let mut config = watcher::Config::default();
         if let Some(name) = &wanted.name {
             config = config.fields(&format!("metadata.name={name}"));
@@ -230,7 +251,7 @@ impl Blockers {
         let wake = self.wake.lock().expect("not poisoned").clone();
         let run = follow(events.reflect(writer), health.clone(), wake, instance, self.max_bytes);
         let now = Instant::now();
-        Watch { identity: wanted.identity, store, health, task: tokio::spawn(run), started: now, used: now }
+        Watch { identity: wanted.identity, health, task: tokio::spawn(run), started: now, used: now }
     }
 }
 
@@ -320,8 +341,7 @@ async fn follow(
             let _ = wake.unbounded_send(instance.clone());
         }
     }
-    health.current.store(false, Ordering::Release);
-    health.ended.store(true, Ordering::Release);
+    health.end();
 }
 
 #[cfg(test)]
@@ -349,7 +369,7 @@ mod tests {
     async fn run(events: Events, max_bytes: usize) -> (Store<Packed>, Arc<Health>, Vec<InstanceKey>) {
         let writer = reflector::store::Writer::<Packed>::new(resource());
         let store = writer.as_reader();
-        let health = Arc::new(Health::default());
+        let health = Arc::new(Health::new(store.clone()));
         let (wake, woken) = futures::channel::mpsc::unbounded();
         let instance = ("default".to_string(), "mcp-01".to_string());
         let events = stream::iter(events).chain(stream::pending()).reflect(writer);
@@ -408,6 +428,8 @@ mod tests {
         let (_, health, woken) = run(during_the_list, 1000).await;
         assert_eq!(is(&health), (false, true), "ended before the list was complete");
         assert!(woken.is_empty());
+        let kept = health.store.lock().unwrap().is_some();
+        assert_eq!((kept, health.bytes.load(Ordering::Acquire)), (false, 0), "an ended watch keeps nothing");
         let later = vec![
             Ok(watcher::Event::Init),
             Ok(watcher::Event::InitDone),
