@@ -11,6 +11,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -47,6 +48,8 @@ pub struct Metrics {
     failures: Family<FailureLabels, Counter>,
     reconcile_seconds: Histogram,
     plugin_seconds: Family<PluginLabels, Histogram>,
+    blocker_watches: Gauge,
+    blocker_bytes: Gauge,
 }
 
 impl Metrics {
@@ -68,7 +71,24 @@ impl Metrics {
             "Duration of one plugin call, fresh instance included",
             plugin_seconds.clone(),
         );
-        Arc::new(Metrics { registry, requests, reconciles, failures, reconcile_seconds, plugin_seconds })
+        let blocker_watches = Gauge::default();
+        registry.register(
+            "blocker_watches",
+            "Watches of what blocks a deletion, on tenant clusters (see stores::blockers)",
+            blocker_watches.clone(),
+        );
+        let blocker_bytes = Gauge::default();
+        registry.register("blocker_watch_bytes", "Bytes of JSON the blocker watches hold", blocker_bytes.clone());
+        Arc::new(Metrics {
+            registry,
+            requests,
+            reconciles,
+            failures,
+            reconcile_seconds,
+            plugin_seconds,
+            blocker_watches,
+            blocker_bytes,
+        })
     }
 
     pub fn count_request(&self, cluster: &str, method: &str) {
@@ -114,6 +134,12 @@ impl Metrics {
 
     pub fn plugin_call(&self, call: &str, took: Duration) {
         self.plugin_seconds.get_or_create(&PluginLabels { call: call.to_string() }).observe(took.as_secs_f64());
+    }
+
+    /// How many blocker watches run and the bytes they hold.
+    pub fn blockers(&self, watches: usize, bytes: usize) {
+        self.blocker_watches.set(i64::try_from(watches).unwrap_or(i64::MAX));
+        self.blocker_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// The OpenMetrics text exposition.

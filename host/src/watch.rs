@@ -279,6 +279,7 @@ async fn evict_idle(ctx: Arc<Context>) {
         let left = ctx.clients.evict_idle(clusters::POOL_IDLE);
         debug!(pools = left, "idle connection pools dropped");
         let left = ctx.blockers.evict_idle(blockers::IDLE);
+        ctx.metrics.blockers(left, ctx.blockers.bytes());
         debug!(watches = left, "blocker watches nobody read ended");
     }
 }
