@@ -13,9 +13,13 @@
 //!
 //! These are the only watches on tenant clusters, one per blocked instance
 //! and observation. Deny by default on size too: a watch whose objects
-//! outgrow the plugin's input limit ends, and reads fall back to a LIST,
-//! which that limit then refuses with a clear error; so a tenant cannot
-//! make the host keep more than one plugin input's worth per observation.
+//! outgrow the plugin's input limit ends and drops them, and reads fall back
+//! to a LIST, which that limit then refuses with a clear error; so a tenant
+//! cannot make the host keep more than one plugin input's worth per
+//! observation (twice that while a relist replaces a list). No new watch
+//! starts while all of them hold more than [`BUDGET_INPUTS`] inputs. A watch
+//! that cannot list (its credentials may list but not watch, say) ends too,
+//! and its instance lists each round as before.
 //!
 //! This file is long because its tests drive the watch loop with scripted
 //! watch events (listing, errors, growth past the limit).
