@@ -17,7 +17,7 @@
 //! to a LIST, which that limit then refuses with a clear error; so a tenant
 //! cannot make the host keep more than one plugin input's worth per
 //! observation (twice that while a relist replaces a list). No new watch
-//! starts while all of them hold more than [`BUDGET_INPUTS`] inputs. A watch
+//! starts while all of them hold more than `BUDGET_INPUTS` inputs. A watch
 //! that cannot list (its credentials may list but not watch, say) ends too,
 //! and its instance lists each round as before.
 //!
