@@ -12,7 +12,8 @@
 //! (its own counters) while converging, over a steady-state window longer
 //! than the poll interval, and while deleting; the host's peak RSS and CPU
 //! seconds; the CPU seconds of each cluster's API server and etcd, of the
-//! host and of the harness while converging and deleting. Prints a table and appends it to `BENCHMARKS.md`.
+//! host and of the harness while converging and deleting. Prints a table
+//! and appends it to `BENCHMARKS.md`.
 //!
 //! `task bench-scale -- [N ...]` (builds that binary, then runs
 //! `cargo run --release -p service-provider-host --example bench_scale -- [N ...]`)

@@ -14,6 +14,10 @@ use service_provider_sdk::names;
 use crate::Error;
 use crate::owner::Owner;
 
+/// `(namespace, name)` of a service object: how the host keys what it
+/// remembers per instance.
+pub type InstanceKey = (String, String);
+
 /// The identity of one service object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {

@@ -385,11 +385,31 @@ fn rgd(name: &str) -> DynamicObject {
     .unwrap()
 }
 
+/// The chart version with its pull secret, and nothing else.
+async fn seed_chart_config(f: &Fixture) {
+    f.source_secret("registry", DOCKER, "{}").await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+}
+
+/// `mcp-01` Ready, then deleted while the RGD `noop` exists on its
+/// ControlPlane: returns once the status says the deletion is blocked.
+async fn ready_then_blocked_by_one_rgd(f: &Fixture) -> Api<DynamicObject> {
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+    let rgds: Api<DynamicObject> = Api::all_with(f.control_plane.clone(), &rgd_resource());
+    rgds.create(&PostParams::default(), &rgd("noop")).await.expect("RGD created");
+    f.delete_kro("mcp-01").await;
+    let blocked = |k: &Value| {
+        ready(k)["message"].as_str().is_some_and(|m| m.contains("waiting for 1 kro ResourceGraphDefinition(s)"))
+    };
+    f.wait_kro("mcp-01", "deletion blocked by one RGD", blocked).await;
+    rgds
+}
+
 #[tokio::test]
 async fn deletion_is_blocked_by_rgds_then_completes() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
-    f.source_secret("registry", DOCKER, "{}").await;
-    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+    seed_chart_config(&f).await;
     f.start_operator().await;
     f.create_kro("mcp-01", "v0.9.3").await;
     f.wait_ready("mcp-01").await;
@@ -433,21 +453,14 @@ async fn deletion_is_blocked_by_rgds_then_completes() {
 #[tokio::test]
 async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
-    f.source_secret("registry", DOCKER, "{}").await;
-    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+    seed_chart_config(&f).await;
     let ctx = f.context().await;
     f.start_operator_on(ctx.clone());
-    f.create_kro("mcp-01", "v0.9.3").await;
-    f.wait_ready("mcp-01").await;
-
-    let rgds: Api<DynamicObject> = Api::all_with(f.control_plane.clone(), &rgd_resource());
-    rgds.create(&PostParams::default(), &rgd("noop")).await.expect("RGD created");
-    f.delete_kro("mcp-01").await;
+    let rgds = ready_then_blocked_by_one_rgd(&f).await;
     let blocked_by = |n: usize| {
         let text = format!("waiting for {n} kro ResourceGraphDefinition(s)");
         move |k: &Value| ready(k)["message"].as_str().is_some_and(|m| m.contains(&text))
     };
-    f.wait_kro("mcp-01", "deletion blocked by one RGD", blocked_by(1)).await;
     assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
     // The plugin asks to be looked at again every 10 s.
     let rounds = || f.metrics.reconciles("deleting");
@@ -489,20 +502,13 @@ async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
 #[tokio::test]
 async fn a_blocker_watch_ends_at_the_input_limit_and_keeps_nothing() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
-    f.source_secret("registry", DOCKER, "{}").await;
-    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+    seed_chart_config(&f).await;
     let limit = 64 << 10;
     let limits = service_provider_host::sandbox::Limits { input_bytes: limit, ..Default::default() };
     let ctx = f.context_with(plugins::load(plugins::KRO, limits)).await;
     f.start_operator_on(ctx.clone());
-    f.create_kro("mcp-01", "v0.9.3").await;
-    f.wait_ready("mcp-01").await;
-
-    let rgds: Api<DynamicObject> = Api::all_with(f.control_plane.clone(), &rgd_resource());
-    rgds.create(&PostParams::default(), &rgd("noop")).await.expect("RGD created");
-    f.delete_kro("mcp-01").await;
+    let rgds = ready_then_blocked_by_one_rgd(&f).await;
     let message = |k: &Value| ready(k)["message"].as_str().unwrap_or_default().to_string();
-    f.wait_kro("mcp-01", "deletion blocked", |k| message(k).contains("waiting for 1 kro")).await;
     assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
 
     // Four RGDs of 20 KiB of metadata each: more than one input's worth.

@@ -95,8 +95,7 @@ impl Handle {
             .map_err(|e| Error::kube(format!("creating {}", self.what), e))
     }
 
-    /// Asks for deletion; true if it was already gone.
-    /// Deletes the object; true when it is gone already (see
+    /// Asks for deletion; true when it is gone already (see
     /// [`crate::resource::deleted_at_once`]).
     async fn delete(&self) -> Result<bool, Error> {
         match self.api.delete(&self.name, &Default::default()).await {

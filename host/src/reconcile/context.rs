@@ -19,8 +19,7 @@ use crate::status::StatusWriter;
 use crate::stores::Stores;
 use crate::stores::blockers::Blockers;
 
-/// `(namespace, name)` of a service object.
-pub type InstanceKey = (String, String);
+pub use crate::instance::InstanceKey;
 
 /// `(kind, name)` of a copy source in the pod namespace.
 pub type Source = (String, String);

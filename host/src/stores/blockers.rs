@@ -28,19 +28,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedSender;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta, TypeMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use super::{Packed, pack_event};
+use follow::follow;
 
-/// `(namespace, name)` of a service object.
-pub type InstanceKey = (String, String);
+use crate::instance::InstanceKey;
 
 /// How long a watch that no round has read is kept (the instance went
 /// without its deletion finishing, e.g. its finalizer was removed by hand).
@@ -169,7 +169,7 @@ impl Blockers {
         entries.retain(|(of, id), entry| {
             of != instance || (!entry.stuck() && wanted.iter().any(|w| w.id == *id && w.identity == entry.identity))
         });
-        let held: usize = entries.values().map(|e| e.health.bytes.load(Ordering::Acquire)).sum();
+        let held = held(&entries);
         if held > BUDGET_INPUTS * self.max_bytes {
             warn!(bytes = held, "blocker watches are at their budget: blocked rounds list instead");
             return;
@@ -201,8 +201,7 @@ impl Blockers {
 
     /// The bytes of JSON the watches hold.
     pub fn bytes(&self) -> usize {
-        let entries = self.entries.lock().expect("not poisoned");
-        entries.values().map(|e| e.health.bytes.load(Ordering::Acquire)).sum()
+        held(&self.entries.lock().expect("not poisoned"))
     }
 
     /// How many watches run (or ended and are remembered).
@@ -256,6 +255,11 @@ impl Blockers {
     }
 }
 
+/// The bytes of JSON all `entries` hold.
+fn held(entries: &HashMap<(InstanceKey, String), Watch>) -> usize {
+    entries.values().map(|e| e.health.bytes.load(Ordering::Acquire)).sum()
+}
+
 /// An object as a blocker watch keeps it: typed, without `managedFields`.
 fn packed(mut object: DynamicObject, types: &TypeMeta) -> Packed {
     object.types = Some(types.clone());
@@ -263,87 +267,6 @@ fn packed(mut object: DynamicObject, types: &TypeMeta) -> Packed {
     Packed::pack(&object)
 }
 
-/// The bytes of a store's objects, kept up to date event by event: the
-/// objects listed so far (held by the store's writer until the list is
-/// complete) and those in the store.
-#[derive(Default)]
-struct Sizes {
-    listing: HashMap<(Option<String>, String), usize>,
-    stored: HashMap<(Option<String>, String), usize>,
-}
-
-impl Sizes {
-    fn key(object: &Packed) -> (Option<String>, String) {
-        (object.namespace().map(str::to_string), object.name_any())
-    }
-
-    fn total(&self) -> usize {
-        self.listing.values().sum::<usize>() + self.stored.values().sum::<usize>()
-    }
-}
-
-/// Drives one watch: keeps [`Health`] up to date, wakes the instance on
-/// every change once listed, and ends the watch when it cannot list or its
-/// objects outgrow `max_bytes`.
-async fn follow(
-    events: impl Stream<Item = Result<watcher::Event<Packed>, watcher::Error>> + Send,
-    health: Arc<Health>,
-    wake: Option<UnboundedSender<InstanceKey>>,
-    instance: InstanceKey,
-    max_bytes: usize,
-) {
-    let mut events = std::pin::pin!(events);
-    let mut sizes = Sizes::default();
-    let mut listed = false;
-    while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(e) if !listed => {
-                debug!(error = %e, "a blocker cannot be watched: blocked rounds list it instead");
-                break;
-            }
-            Err(e) => {
-                debug!(error = %e, "a blocker watch failed: blocked rounds list until it lists again");
-                health.current.store(false, Ordering::Release);
-                continue;
-            }
-        };
-        let changed = match &event {
-            watcher::Event::Init => {
-                sizes.listing.clear();
-                false
-            }
-            watcher::Event::InitApply(o) => {
-                sizes.listing.insert(Sizes::key(o), o.bytes());
-                false
-            }
-            watcher::Event::InitDone => {
-                sizes.stored = std::mem::take(&mut sizes.listing);
-                listed = true;
-                health.current.store(true, Ordering::Release);
-                true
-            }
-            watcher::Event::Apply(o) => {
-                sizes.stored.insert(Sizes::key(o), o.bytes());
-                health.current.load(Ordering::Acquire)
-            }
-            watcher::Event::Delete(o) => {
-                sizes.stored.remove(&Sizes::key(o));
-                health.current.load(Ordering::Acquire)
-            }
-        };
-        let bytes = sizes.total();
-        health.bytes.store(bytes, Ordering::Release);
-        if bytes > max_bytes {
-            warn!(bytes, max_bytes, "what blocks the deletion outgrew the plugin's input limit: no longer watched");
-            break;
-        }
-        if changed && let Some(wake) = &wake {
-            let _ = wake.unbounded_send(instance.clone());
-        }
-    }
-    health.end();
-}
-
+mod follow;
 #[cfg(test)]
 mod tests;
