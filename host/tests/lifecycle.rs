@@ -263,6 +263,37 @@ async fn a_pull_secret_of_the_wrong_type_is_refused_clearly() {
     f.stop_operator().await;
 }
 
+/// The copy target is created without reading it first (the store of
+/// copies has none of ours there): a create-only apply. Someone else's
+/// Secret in that place must make it fail, not be taken over.
+#[tokio::test]
+async fn a_foreign_secret_where_a_copy_goes_is_a_conflict_and_stays_untouched() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.source_secret("registry", DOCKER, "{\"auths\":{}}").await;
+    f.provider_config(json!([{"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": "registry"}])).await;
+    let tenant = f.tenant("mcp-01");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.platform.clone(), &tenant);
+    let foreign: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "sp-kro-registry", "namespace": tenant, "labels": {"owner": "admin"}},
+        "type": DOCKER,
+        "stringData": {".dockerconfigjson": "{\"auths\":{\"admin\":{}}}"}
+    }))
+    .unwrap();
+    let before = secrets.create(&PostParams::default(), &foreign).await.expect("the admin's Secret");
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+
+    let kro = f.wait_kro("mcp-01", "conflict", |k| ready(k)["reason"] == "Conflict").await;
+    let message = ready(&kro)["message"].as_str().unwrap().to_string();
+    assert!(message.contains("is not a copy made for this instance"), "{message}");
+    f.wait_event("mcp-01", "Warning", "Conflict").await;
+    let after = secrets.get("sp-kro-registry").await.unwrap();
+    assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "not written to");
+    assert_eq!(after.metadata.labels, before.metadata.labels);
+    assert_eq!(after.data, before.data);
+    f.stop_operator().await;
+}
+
 #[tokio::test]
 async fn a_missing_source_secret_is_reported_and_its_creation_resumes_at_once() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
@@ -600,6 +631,38 @@ async fn an_access_request_that_is_not_ours_is_a_conflict_and_is_left_alone() {
     assert_eq!(after["metadata"]["finalizers"], before["metadata"]["finalizers"], "no finalizer added");
     assert_eq!(after["spec"], before["spec"], "spec untouched");
     assert!(after["metadata"]["deletionTimestamp"].is_null(), "not being deleted");
+    f.stop_operator().await;
+}
+
+/// An instance whose ControlPlane does not exist yet: its tenant namespace
+/// is made for the AccessRequest, the wait is reported once it has lasted
+/// (a grant usually follows at once, so the first seconds write nothing),
+/// and the instance is installed when the ControlPlane appears.
+#[tokio::test]
+async fn a_grant_that_takes_long_is_reported_then_proceeds() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    f.provider_config(json!([version("v0.9.3", "0.9.3")])).await;
+    f.start_operator().await;
+    f.create_kro("mcp-02", "v0.9.3").await;
+    let kro = f
+        .wait_kro("mcp-02", "the wait for access", |k| {
+            ready(k)["message"].as_str().is_some_and(|m| m.starts_with("Waiting for ControlPlane access"))
+        })
+        .await;
+    f.wait_event("mcp-02", "Normal", "Progressing").await;
+    let ar = get(&f.access_requests("mcp-02"), "kro.services.open-control-plane.io--mcp-02--mcp").await.unwrap();
+    let time = |v: &Value| v.as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
+    let requested = time(&ar["metadata"]["creationTimestamp"]);
+    let reported = time(&ready(&kro)["lastTransitionTime"]);
+    let after = reported.duration_since(requested).as_secs_f64();
+    assert!(after >= 4.0, "the wait was reported {after}s after the request");
+
+    // (This test's simulated Flux serves only mcp-01: installing is as far
+    // as mcp-02 gets.)
+    f.openmcp.register_control_plane("mcp-02", &f.ns, &f.cp).await.unwrap();
+    f.wait_kro("mcp-02", "installing", |k| ready(k)["message"] == "Waiting for managed resources to become ready")
+        .await;
+    assert!(get(&f.flux_objects("HelmRelease", "mcp-02"), "kro-helm-release").await.is_some(), "installed");
     f.stop_operator().await;
 }
 

@@ -25,8 +25,7 @@ use service_provider_sdk::names;
 
 pub use onboarding::request_onboarding_access;
 pub use requests::{
-    delete_access_request, delete_cluster_request, ensure_access_request, ensure_cluster_request, ensure_namespace,
-    get_access_request,
+    delete_access_request, delete_cluster_request, ensure_access_request, ensure_cluster_request, get_access_request,
 };
 
 pub const GROUP: &str = "clusters.openmcp.cloud";

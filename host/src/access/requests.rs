@@ -20,8 +20,10 @@ fn has_labels(meta: &ObjectMeta, labels: &Value) -> bool {
 }
 
 /// Creates the namespace if it does not exist yet (the ControlPlane
-/// controller normally has). Never updates or deletes it.
-pub async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error> {
+/// controller normally has). Never updates or deletes it. Called only when
+/// creating a request there found no namespace: where it exists, as it
+/// does in openmcp, that costs no read.
+async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error> {
     let api = Api::<Namespace>::all(platform.clone());
     if api.get_opt(name).await.map_err(|e| Error::kube(format!("reading namespace {name}"), e))?.is_some() {
         return Ok(());
@@ -38,6 +40,8 @@ pub async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error
 /// One of an instance's requests (AccessRequest or workload ClusterRequest)
 /// on the platform cluster.
 struct Handle {
+    platform: Client,
+    namespace: String,
     api: Api<DynamicObject>,
     name: String,
     /// `Kind namespace/name`, for messages.
@@ -56,6 +60,8 @@ impl Handle {
     fn new(platform: &Client, request: &InstanceAccess<'_>, resource: &ApiResource) -> Self {
         let name = request.name();
         Handle {
+            platform: platform.clone(),
+            namespace: request.tenant_namespace.to_string(),
             api: Api::namespaced_with(platform.clone(), request.tenant_namespace, resource),
             what: format!("{} {}/{name}", resource.kind, request.tenant_namespace),
             name,
@@ -86,13 +92,21 @@ impl Handle {
         Error::Conflict(format!("{} already exists but is not managed by this provider", self.what))
     }
 
+    /// Creates the request, and its namespace first if that is what the
+    /// create found missing (a 404 on a create means the namespace, or the
+    /// kind itself, is not there; the retry tells them apart).
     async fn create(&self, manifest: Value, field_manager: &str) -> Result<DynamicObject, Error> {
         let object: DynamicObject =
             serde_json::from_value(manifest).map_err(|e| Error::json(format!("building {}", self.what), e))?;
-        self.api
-            .create(&PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() }, &object)
-            .await
-            .map_err(|e| Error::kube(format!("creating {}", self.what), e))
+        let params = PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() };
+        let created = match self.api.create(&params, &object).await {
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
+                ensure_namespace(&self.platform, &self.namespace).await?;
+                self.api.create(&params, &object).await
+            }
+            done => done,
+        };
+        created.map_err(|e| Error::kube(format!("creating {}", self.what), e))
     }
 
     /// Asks for deletion; true when it is gone already (see
@@ -115,20 +129,20 @@ fn finalizers(live: &DynamicObject) -> Vec<String> {
 }
 
 /// Creates the AccessRequest, or brings its token rules up to date. Writes
-/// nothing when it already matches. Returns the live object. `cached` may
-/// answer "absent" for "none of ours": the create then finds whatever else
-/// is in the way.
+/// nothing when it already matches. Returns the live object, and whether
+/// this call created it. `cached` may answer "absent" for "none of ours":
+/// the create then finds whatever else is in the way.
 pub async fn ensure_access_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
     cached: Lookup,
     field_manager: &str,
-) -> Result<DynamicObject, Error> {
+) -> Result<(DynamicObject, bool), Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
     let mut found = handle.find(&request.labels(), cached).await?;
     if let Found::Missing = found {
         match handle.create(request.manifest(), field_manager).await {
-            Ok(created) => return Ok(created),
+            Ok(created) => return Ok((created, true)),
             // Ours, not yet seen by the store, or someone else's.
             Err(Error::Kube { source: kube::Error::Api(s), .. }) if s.is_already_exists() => {
                 found = handle.find(&request.labels(), Lookup::Unknown).await?;
@@ -142,23 +156,24 @@ pub async fn ensure_access_request(
         Found::Ours(live) => *live,
     };
     if deleting(&live) {
-        return Ok(live);
+        return Ok((live, false));
     }
     let token = request.token();
     let mut finalizers = finalizers(&live);
     let finalized = finalizers.iter().any(|f| f == FINALIZER);
     if live.data.pointer("/spec/token") == Some(&token) && finalized {
-        return Ok(live);
+        return Ok((live, false));
     }
     if !finalized {
         finalizers.push(FINALIZER.to_string());
     }
     let patch = json!({"metadata": {"finalizers": finalizers}, "spec": {"token": token}});
-    handle
+    let updated = handle
         .api
         .patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| Error::kube(format!("updating {}", handle.what), e))
+        .map_err(|e| Error::kube(format!("updating {}", handle.what), e))?;
+    Ok((updated, false))
 }
 
 /// Deletes the instance's AccessRequest and, once only the cluster-access

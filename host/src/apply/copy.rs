@@ -16,6 +16,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use service_provider_sdk::contract::{Cluster, CopyKind, ObjectCopy};
 use service_provider_sdk::names;
@@ -74,19 +75,35 @@ impl CopyJob<'_> {
         found.ok_or_else(|| self.missing(copy))
     }
 
-    /// The target as it is: a copy on the platform cluster from its store
-    /// when there, else from the API (which also finds what is not ours).
-    async fn target<K>(&self, api: &Api<K>, copy: &ObjectCopy) -> Result<Option<K>, Error>
+    /// The target as it is: a copy on the platform cluster from its store,
+    /// else from the API (which also finds what is not ours). Where the
+    /// store has no copy of ours, `desired` is created at once if nothing
+    /// else is there ([`super::create_only`]): [`Existing::Created`].
+    async fn existing<K>(&self, api: &Api<K>, copy: &ObjectCopy, desired: &K) -> Result<Existing<K>, Error>
     where
-        K: Resource + Clone + DeserializeOwned + Debug,
+        K: Resource + Clone + DeserializeOwned + Serialize + Debug,
     {
         let what = || format!("reading {}", Self::place(copy));
-        if copy.target_cluster == Cluster::Platform
-            && let Some(object) = self.stores.copy(copy.kind(), &copy.target_namespace, &copy.target_name).found()
-        {
-            return typed(&object).map(Some).map_err(|e| Error::json(what(), e));
+        let known = match copy.target_cluster {
+            Cluster::Platform => self.stores.our_copy(copy.kind(), &copy.target_namespace, &copy.target_name),
+            _ => Lookup::Unknown,
+        };
+        match known {
+            Lookup::Found(object) => {
+                return typed(&object).map(|k| Existing::Live(Some(k))).map_err(|e| Error::json(what(), e));
+            }
+            Lookup::Absent => {
+                let desired = serde_json::to_value(desired).map_err(|e| Error::json(what(), e))?;
+                let created = super::create_only(api, &copy.target_name, &desired, self.field_manager)
+                    .await
+                    .map_err(|e| Error::kube(format!("writing {}", Self::place(copy)), e))?;
+                if created {
+                    return Ok(Existing::Created);
+                }
+            }
+            Lookup::Unknown => {}
         }
-        api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(what(), e))
+        api.get_opt(&copy.target_name).await.map(Existing::Live).map_err(|e| Error::kube(what(), e))
     }
 
     fn missing(&self, copy: &ObjectCopy) -> Error {
@@ -189,7 +206,11 @@ impl CopyJob<'_> {
             data: Some(source.data.clone().unwrap_or_default()),
             ..Default::default()
         };
-        if let Some(live) = self.target(&api, copy).await? {
+        let live = match self.existing(&api, copy, &desired).await? {
+            Existing::Created => return Ok(Change::Written),
+            Existing::Live(live) => live,
+        };
+        if let Some(live) = live {
             let holder = self.holder(copy, &live.metadata)?;
             let same_type = live.type_.as_deref().unwrap_or("Opaque") == source_type;
             let same_content = same_type && live.data == desired.data;
@@ -229,7 +250,11 @@ impl CopyJob<'_> {
             binary_data: source.binary_data.clone(),
             ..Default::default()
         };
-        if let Some(live) = self.target(&api, copy).await? {
+        let live = match self.existing(&api, copy, &desired).await? {
+            Existing::Created => return Ok(Change::Written),
+            Existing::Live(live) => live,
+        };
+        if let Some(live) = live {
             let holder = self.holder(copy, &live.metadata)?;
             let same_content = live.data == desired.data && live.binary_data == desired.binary_data;
             let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
@@ -247,6 +272,14 @@ impl CopyJob<'_> {
 /// A stored object as its typed kind.
 fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, serde_json::Error> {
     serde_json::to_value(object).and_then(serde_json::from_value)
+}
+
+/// What is at a copy's target.
+enum Existing<K> {
+    /// Nothing was: the copy was just created.
+    Created,
+    /// What is there, if anything.
+    Live(Option<K>),
 }
 
 /// Who holds an existing copy target.

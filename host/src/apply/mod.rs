@@ -16,8 +16,11 @@ pub mod copy;
 pub mod crds;
 pub mod prune;
 
-use kube::Client;
+use std::fmt::Debug;
+
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use service_provider_sdk::contract::ObjectRef;
 use sha2::{Digest, Sha256};
@@ -94,10 +97,40 @@ fn shared_place(manifest: &Manifest) -> bool {
     manifest.kind == "Namespace" && manifest.group().is_empty()
 }
 
+/// The `resourceVersion` that makes a server-side apply create-only. etcd
+/// gives even the first write of a cluster revision 2, so no stored object
+/// has version 1: as a precondition it fails (409) on whatever exists,
+/// and a create drops it. (The Java Operator SDK creates the same way.)
+const NEVER_STORED: &str = "1";
+
+/// Server-side applies `desired` only if nothing of its name exists yet.
+/// `false` when something does (ours, not yet in a store, or someone
+/// else's): the caller reads it and decides. One request where reading
+/// first would take two, and nothing that is there is ever taken over.
+pub(crate) async fn create_only<K>(
+    api: &Api<K>,
+    name: &str,
+    desired: &Value,
+    field_manager: &str,
+) -> Result<bool, kube::Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    let mut body = desired.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), json!(NEVER_STORED));
+    }
+    match api.patch(name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&body)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.is_conflict() || s.is_already_exists() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Server-side applies one desired object, unless that would change nothing.
 /// The live object comes from `cached` when a store has it, else from the
-/// API server. `Absent` must mean nothing at all is there (not merely none
-/// of ours): an object in the way is found only by reading.
+/// API server. `Absent` may mean only that none of ours is there: the
+/// apply is then [`create_only`], and reads whatever it finds in the way.
 pub async fn apply(
     client: &Client,
     manifest: &Manifest,
@@ -115,12 +148,19 @@ pub async fn apply(
             manifest.namespace.as_ref().map_or(manifest.name.clone(), |ns| format!("{ns}/{}", manifest.name))
         )
     };
+    let read =
+        || async { api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e)) };
     let live = match cached {
         Lookup::Found(live) => Some(DynamicObject::clone(&live)),
-        Lookup::Absent => None,
-        Lookup::Unknown => {
-            api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?
+        Lookup::Absent => {
+            let applying = || format!("applying {} on the {} cluster", what(), manifest.cluster);
+            match create_only(&api, &manifest.name, &desired, field_manager).await {
+                Ok(true) => return Ok(Change::Written),
+                Ok(false) => read().await?,
+                Err(e) => return Err(Error::kube(applying(), e)),
+            }
         }
+        Lookup::Unknown => read().await?,
     };
     if let Some(live) = live {
         // Never adopt: only what this instance created is updated.

@@ -37,7 +37,11 @@ pub(super) fn instance_access<'a>(
 pub(super) enum Obtained {
     Granted(KubeconfigRef),
     /// Not yet: the status says what we wait for.
-    Waiting(String),
+    Waiting {
+        message: String,
+        /// The request was made by this very reconcile.
+        just_requested: bool,
+    },
 }
 
 fn what(target: Target) -> &'static str {
@@ -79,12 +83,16 @@ pub(super) async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Resul
         }
     }
     let cached = ctx.stores().our_access_request(request.tenant_namespace, &request.name());
-    let live = access::ensure_access_request(&ctx.platform, request, cached, &ctx.field_manager).await?;
+    let (live, just_requested) =
+        access::ensure_access_request(&ctx.platform, request, cached, &ctx.field_manager).await?;
     let what = what(request.target);
     match access::grant(&live) {
         Grant::Granted(at) => Ok(Obtained::Granted(at)),
         Grant::Denied => Err(Error::Access(format!("{what} access was denied: AccessRequest {place}"))),
-        Grant::Pending => Ok(Obtained::Waiting(format!("Waiting for {what} access (AccessRequest {place})"))),
+        Grant::Pending => {
+            let message = format!("Waiting for {what} access (AccessRequest {place})");
+            Ok(Obtained::Waiting { message, just_requested })
+        }
     }
 }
 

@@ -11,13 +11,17 @@ use tracing::info;
 
 use super::access::{Obtained, client_for, instance_access, obtain};
 use super::{Context, DEFAULT_POLL, Outcome, WAIT, key_of, requeue, timed};
-use crate::access::{self, Target};
+use crate::access::Target;
 use crate::apply::{self, Change, CopyJob, Scope, Sources};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plan::{self, CheckedPlan, Step};
 use crate::stores::Lookup;
 use crate::{Error, gather, status};
+
+/// What [`InstanceState`](super::context::InstanceState) calls the moment
+/// this process requested an instance's access.
+const ACCESS_REQUESTED: &str = "access requested";
 
 /// Reconciles a live instance. Failures are recorded in its status; those
 /// only a person can fix requeue at the poll interval, the others go on to
@@ -54,11 +58,6 @@ async fn apply_with_config(
 ) -> Result<(Outcome, Action), Error> {
     let tenant = instance.tenant_namespace();
     let key = key_of(object);
-    let namespace_checked = format!("namespace {tenant}");
-    if !ctx.instances.is_verified(&key, &namespace_checked, 0) {
-        access::ensure_namespace(&ctx.platform, &tenant).await?;
-        ctx.instances.set_verified(&key, namespace_checked, 0);
-    }
     let mut targets = vec![Target::ControlPlane];
     if ctx.granted().workload_cluster {
         targets.push(Target::Workload);
@@ -67,8 +66,20 @@ async fn apply_with_config(
     for target in targets {
         match obtain(ctx, &instance_access(ctx, instance, &tenant, target)).await? {
             Obtained::Granted(at) => granted.push(at),
-            Obtained::Waiting(message) => {
-                ctx.status.write(object, &status::reconciling(message), false).await?;
+            Obtained::Waiting { message, just_requested } => {
+                // On a healthy platform a grant follows its request within
+                // a second or so, and the next status replaces this one.
+                // So a new object shows the wait only once it has lasted
+                // [`WAIT`] (the requeue then finds it still pending): one
+                // status write and one Event less per instance created.
+                if just_requested {
+                    ctx.instances.set_verified(&key, ACCESS_REQUESTED.to_string(), 0);
+                }
+                let fresh = status::ObjectStatus::of(object).is_none()
+                    && ctx.instances.recorded_within(&key, ACCESS_REQUESTED, WAIT);
+                if !fresh {
+                    ctx.status.write(object, &status::reconciling(message), false).await?;
+                }
                 return Ok((Outcome::Waiting, Action::requeue(WAIT)));
             }
         }
@@ -147,14 +158,20 @@ async fn write(
             Step::Apply(m) => {
                 let client = reach.client(m.cluster).expect("checked by plan::check_plan");
                 let namespace = m.namespace.as_deref();
+                // None of ours in a store: a create-only apply (see
+                // `apply::apply`) finds anything else there.
                 let cached = match m.cluster {
-                    Cluster::Platform => stores.owned(&m.api_version, &m.kind, namespace, &m.name),
+                    Cluster::Platform => stores.ours(&m.api_version, &m.kind, namespace, &m.name),
                     _ => Lookup::Unknown,
                 };
-                // Read moments ago by this reconcile's observations?
+                // Unless a store has it: read moments ago by this
+                // reconcile's observations (which also see what is not ours)?
                 let cached = match cached {
-                    Lookup::Unknown => fetched.lookup(m.cluster, &m.api_version, &m.kind, namespace, &m.name),
-                    known => known,
+                    Lookup::Found(live) => Lookup::Found(live),
+                    miss => match fetched.lookup(m.cluster, &m.api_version, &m.kind, namespace, &m.name) {
+                        Lookup::Unknown => miss,
+                        read => read,
+                    },
                 };
                 apply::apply(client, m, cached, &owner, &ctx.field_manager).await?
             }

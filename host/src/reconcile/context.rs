@@ -166,6 +166,12 @@ impl InstanceState {
             .is_some_and(|(d, at)| *d == digest && at.elapsed() < VERIFY_INTERVAL)
     }
 
+    /// Whether `what` was recorded (as any digest) less than `within` ago.
+    pub fn recorded_within(&self, key: &InstanceKey, what: &str, within: Duration) -> bool {
+        let verified = self.verified.lock().expect("not poisoned");
+        verified.get(key).and_then(|v| v.get(what)).is_some_and(|(_, at)| at.elapsed() < within)
+    }
+
     /// Records that `what` is up to date as `digest`.
     pub fn set_verified(&self, key: &InstanceKey, what: String, digest: u64) {
         let mut verified = self.verified.lock().expect("not poisoned");

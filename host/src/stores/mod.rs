@@ -147,8 +147,9 @@ impl Stores {
     /// provider's label can tell: the plugin's platform kinds, and Secrets
     /// (never plugin objects, so every Secret of ours is a copy). A miss is
     /// [`Lookup::Absent`]: none of *ours* is there, though something foreign
-    /// may be. Right for deleting (only ours is ever deleted), never for
-    /// creating.
+    /// may be. Right for deleting (only ours is ever deleted), and for
+    /// creating only with a request that fails on whatever is there (a POST,
+    /// or [`crate::apply::create_only`]).
     pub fn ours(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Lookup {
         self.ours_store(api_version, kind).map_or(Lookup::Unknown, |w| w.lookup_ours(namespace, name))
     }
@@ -174,9 +175,10 @@ impl Stores {
         find(&self.sources, "v1", kind).map_or(Lookup::Unknown, |w| w.lookup(Some(namespace), name))
     }
 
-    /// A copy on the platform cluster.
-    pub fn copy(&self, kind: &str, namespace: &str, name: &str) -> Lookup {
-        find(&self.copies, "v1", kind).map_or(Lookup::Unknown, |w| w.lookup(Some(namespace), name))
+    /// This provider's copy on the platform cluster; a miss is
+    /// [`Lookup::Absent`] with the same caveat as [`Self::ours`].
+    pub fn our_copy(&self, kind: &str, namespace: &str, name: &str) -> Lookup {
+        find(&self.copies, "v1", kind).map_or(Lookup::Unknown, |w| w.lookup_ours(Some(namespace), name))
     }
 
     /// Whether every store has its first list (the caches are synced).
