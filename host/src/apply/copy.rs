@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -76,34 +77,33 @@ impl CopyJob<'_> {
     }
 
     /// The target as it is: a copy on the platform cluster from its store,
-    /// else from the API (which also finds what is not ours). Where the
-    /// store has no copy of ours, `desired` is created at once if nothing
-    /// else is there ([`super::create_only`]): [`Existing::Created`].
+    /// else from the API (which also finds what is not ours). Where nothing
+    /// is there, `desired` is created at once ([`super::create_or_read`],
+    /// which also finds what is in the way): [`Existing::Created`].
     async fn existing<K>(&self, api: &Api<K>, copy: &ObjectCopy, desired: &K) -> Result<Existing<K>, Error>
     where
         K: Resource + Clone + DeserializeOwned + Serialize + Debug,
     {
-        let what = || format!("reading {}", Self::place(copy));
+        let place = Self::place(copy);
         let known = match copy.target_cluster {
             Cluster::Platform => self.stores.our_copy(copy.kind(), &copy.target_namespace, &copy.target_name),
             _ => Lookup::Unknown,
         };
-        match known {
-            Lookup::Found(object) => {
-                return typed(&object).map(|k| Existing::Live(Some(k))).map_err(|e| Error::json(what(), e));
+        let live = match known {
+            Lookup::Found(object) => Some(typed(&object).map_err(|e| Error::json(format!("reading {place}"), e))?),
+            Lookup::Absent => None,
+            Lookup::Unknown => {
+                api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?
             }
-            Lookup::Absent => {
-                let desired = serde_json::to_value(desired).map_err(|e| Error::json(what(), e))?;
-                let created = super::create_only(api, &copy.target_name, &desired, self.field_manager)
-                    .await
-                    .map_err(|e| Error::kube(format!("writing {}", Self::place(copy)), e))?;
-                if created {
-                    return Ok(Existing::Created);
-                }
-            }
-            Lookup::Unknown => {}
+        };
+        if let Some(live) = live {
+            return Ok(Existing::Live(live));
         }
-        api.get_opt(&copy.target_name).await.map(Existing::Live).map_err(|e| Error::kube(what(), e))
+        let desired = serde_json::to_value(desired).map_err(|e| Error::json(format!("building {place}"), e))?;
+        Ok(match super::create_or_read(api, &copy.target_name, &desired, self.field_manager, &place).await? {
+            None => Existing::Created,
+            Some(live) => Existing::Live(live),
+        })
     }
 
     fn missing(&self, copy: &ObjectCopy) -> Error {
@@ -210,20 +210,29 @@ impl CopyJob<'_> {
             Existing::Created => return Ok(Change::Written),
             Existing::Live(live) => live,
         };
-        if let Some(live) = live {
-            let holder = self.holder(copy, &live.metadata)?;
-            let same_type = live.type_.as_deref().unwrap_or("Opaque") == source_type;
-            let same_content = same_type && live.data == desired.data;
-            let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
-            if !self.decide(copy, holder, equal)? {
-                return Ok(Change::Unchanged);
-            }
-            if !same_type {
-                // The type of a Secret is immutable.
-                api.delete(&copy.target_name, &DeleteParams::default())
-                    .await
-                    .map_err(|e| Error::kube(format!("replacing {place}"), e))?;
-            }
+        let holder = self.holder(copy, &live.metadata)?;
+        let same_type = live.type_.as_deref().unwrap_or("Opaque") == source_type;
+        let same_content = same_type && live.data == desired.data;
+        let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
+        if !self.decide(copy, holder, equal)? {
+            return Ok(Change::Unchanged);
+        }
+        if !same_type {
+            // The type of a Secret is immutable: delete ours, then create
+            // anew (never over what may have taken its place meanwhile).
+            api.delete(&copy.target_name, &DeleteParams::default())
+                .await
+                .map_err(|e| Error::kube(format!("replacing {place}"), e))?;
+            let body = serde_json::to_value(&desired).map_err(|e| Error::json(format!("building {place}"), e))?;
+            return match super::create_or_read::<Secret>(&api, &copy.target_name, &body, self.field_manager, &place)
+                .await?
+            {
+                None => Ok(Change::Written),
+                Some(_) => Err(Error::NotYet {
+                    reason: format!("{place} is being replaced"),
+                    retry_after: Duration::from_secs(1),
+                }),
+            };
         }
         api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&desired))
             .await
@@ -254,13 +263,11 @@ impl CopyJob<'_> {
             Existing::Created => return Ok(Change::Written),
             Existing::Live(live) => live,
         };
-        if let Some(live) = live {
-            let holder = self.holder(copy, &live.metadata)?;
-            let same_content = live.data == desired.data && live.binary_data == desired.binary_data;
-            let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
-            if !self.decide(copy, holder, equal)? {
-                return Ok(Change::Unchanged);
-            }
+        let holder = self.holder(copy, &live.metadata)?;
+        let same_content = live.data == desired.data && live.binary_data == desired.binary_data;
+        let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
+        if !self.decide(copy, holder, equal)? {
+            return Ok(Change::Unchanged);
         }
         api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&desired))
             .await
@@ -278,8 +285,8 @@ fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, serde_json::E
 enum Existing<K> {
     /// Nothing was: the copy was just created.
     Created,
-    /// What is there, if anything.
-    Live(Option<K>),
+    /// What is there.
+    Live(K),
 }
 
 /// Who holds an existing copy target.

@@ -17,6 +17,7 @@ pub mod crds;
 pub mod prune;
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
@@ -98,21 +99,15 @@ fn shared_place(manifest: &Manifest) -> bool {
 }
 
 /// The `resourceVersion` that makes a server-side apply create-only. etcd
-/// gives even the first write of a cluster revision 2, so no stored object
-/// has version 1: as a precondition it fails (409) on whatever exists,
-/// and a create drops it. (The Java Operator SDK creates the same way.)
+/// gives even the first write of a cluster revision 2, so no object an
+/// etcd-backed API server stores has version 1: as a precondition it fails
+/// (409) on whatever exists, and a create drops it. (The Java Operator
+/// SDK's create-only server-side apply uses the same precondition.)
 const NEVER_STORED: &str = "1";
 
-/// Server-side applies `desired` only if nothing of its name exists yet.
-/// `false` when something does (ours, not yet in a store, or someone
-/// else's): the caller reads it and decides. One request where reading
-/// first would take two, and nothing that is there is ever taken over.
-pub(crate) async fn create_only<K>(
-    api: &Api<K>,
-    name: &str,
-    desired: &Value,
-    field_manager: &str,
-) -> Result<bool, kube::Error>
+/// Server-side applies `desired` only if nothing of its name exists yet;
+/// `false` when something does.
+async fn create_only<K>(api: &Api<K>, name: &str, desired: &Value, field_manager: &str) -> Result<bool, kube::Error>
 where
     K: Clone + DeserializeOwned + Debug,
 {
@@ -127,10 +122,40 @@ where
     }
 }
 
+/// Creates `desired` where nothing of ours was found, without reading
+/// first and without ever writing over what is there ([`create_only`]).
+/// `None` once created; else what is there after all (ours, not yet in a
+/// store, or someone else's), for the caller to judge as if it had read it.
+/// One request where reading first would take two.
+pub(crate) async fn create_or_read<K>(
+    api: &Api<K>,
+    name: &str,
+    desired: &Value,
+    field_manager: &str,
+    place: &str,
+) -> Result<Option<K>, Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    if create_only(api, name, desired, field_manager).await.map_err(|e| Error::kube(format!("creating {place}"), e))? {
+        return Ok(None);
+    }
+    match api.get_opt(name).await.map_err(|e| Error::kube(format!("reading {place}"), e))? {
+        Some(live) => Ok(Some(live)),
+        // Gone again in between (or a 409 of another kind): try again
+        // later, never write without the precondition.
+        None => Err(Error::NotYet {
+            reason: format!("{place} was in the way of its creation, then gone"),
+            retry_after: Duration::from_secs(1),
+        }),
+    }
+}
+
 /// Server-side applies one desired object, unless that would change nothing.
 /// The live object comes from `cached` when a store has it, else from the
-/// API server. `Absent` may mean only that none of ours is there: the
-/// apply is then [`create_only`], and reads whatever it finds in the way.
+/// API server. `Absent` may mean only that none of ours is there: where
+/// nothing was found, the object is created with [`create_or_read`], which
+/// finds whatever else is in the way.
 pub async fn apply(
     client: &Client,
     manifest: &Manifest,
@@ -148,44 +173,41 @@ pub async fn apply(
             manifest.namespace.as_ref().map_or(manifest.name.clone(), |ns| format!("{ns}/{}", manifest.name))
         )
     };
-    let read =
-        || async { api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e)) };
+    let place = format!("{} on the {} cluster", what(), manifest.cluster);
     let live = match cached {
         Lookup::Found(live) => Some(DynamicObject::clone(&live)),
-        Lookup::Absent => {
-            let applying = || format!("applying {} on the {} cluster", what(), manifest.cluster);
-            match create_only(&api, &manifest.name, &desired, field_manager).await {
-                Ok(true) => return Ok(Change::Written),
-                Ok(false) => read().await?,
-                Err(e) => return Err(Error::kube(applying(), e)),
-            }
+        Lookup::Absent => None,
+        Lookup::Unknown => {
+            api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?
         }
-        Lookup::Unknown => read().await?,
     };
-    if let Some(live) = live {
-        // Never adopt: only what this instance created is updated.
-        if !owner.owns(&live.metadata) {
-            if shared_place(manifest) {
-                return Ok(Change::Unchanged);
-            }
-            let holder = match Owner::of(&live.metadata, &owner.provider) {
-                Some((ns, name)) => format!("it belongs to instance {ns}/{name}"),
-                None => "it was not created by this provider".to_string(),
-            };
-            return Err(Error::Conflict(format!(
-                "{} on the {} cluster already exists and {holder}; the host does not take over objects it did not create: remove or rename it",
-                what(),
-                manifest.cluster
-            )));
-        }
-        let live = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?;
-        if contains(&live, &desired) {
+    let live = match live {
+        Some(live) => live,
+        None => match create_or_read(&api, &manifest.name, &desired, field_manager, &place).await? {
+            None => return Ok(Change::Written),
+            Some(live) => live,
+        },
+    };
+    // Never adopt: only what this instance created is updated.
+    if !owner.owns(&live.metadata) {
+        if shared_place(manifest) {
             return Ok(Change::Unchanged);
         }
+        let holder = match Owner::of(&live.metadata, &owner.provider) {
+            Some((ns, name)) => format!("it belongs to instance {ns}/{name}"),
+            None => "it was not created by this provider".to_string(),
+        };
+        return Err(Error::Conflict(format!(
+            "{place} already exists and {holder}; the host does not take over objects it did not create: remove or rename it"
+        )));
+    }
+    let live = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?;
+    if contains(&live, &desired) {
+        return Ok(Change::Unchanged);
     }
     api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&desired))
         .await
-        .map_err(|e| Error::kube(format!("applying {} on the {} cluster", what(), manifest.cluster), e))?;
+        .map_err(|e| Error::kube(format!("applying {place}"), e))?;
     Ok(Change::Written)
 }
 

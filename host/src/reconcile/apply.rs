@@ -72,8 +72,10 @@ async fn apply_with_config(
                 // So a new object shows the wait only once it has lasted
                 // [`WAIT`] (the requeue then finds it still pending): one
                 // status write and one Event less per instance created.
+                // (From the first request: one recreated again and again
+                // must not keep the status empty.)
                 if just_requested {
-                    ctx.instances.set_verified(&key, ACCESS_REQUESTED.to_string(), 0);
+                    ctx.instances.record_first(&key, ACCESS_REQUESTED);
                 }
                 let fresh = status::ObjectStatus::of(object).is_none()
                     && ctx.instances.recorded_within(&key, ACCESS_REQUESTED, WAIT);

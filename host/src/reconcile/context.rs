@@ -166,6 +166,13 @@ impl InstanceState {
             .is_some_and(|(d, at)| *d == digest && at.elapsed() < VERIFY_INTERVAL)
     }
 
+    /// Records `what` (digest 0) unless it is recorded already: the time of
+    /// its first occurrence, kept until the instance fails or is forgotten.
+    pub fn record_first(&self, key: &InstanceKey, what: &str) {
+        let mut verified = self.verified.lock().expect("not poisoned");
+        verified.entry(key.clone()).or_default().entry(what.to_string()).or_insert((0, Instant::now()));
+    }
+
     /// Whether `what` was recorded (as any digest) less than `within` ago.
     pub fn recorded_within(&self, key: &InstanceKey, what: &str, within: Duration) -> bool {
         let verified = self.verified.lock().expect("not poisoned");
@@ -292,6 +299,22 @@ mod tests {
         state.set_verified(&key("a"), "x".into(), 1);
         state.forget(&key("a"));
         assert!(!state.is_verified(&key("a"), "x", 1));
+    }
+
+    #[test]
+    fn a_first_occurrence_keeps_its_time_until_the_instance_fails() {
+        let state = InstanceState::default();
+        let hour = Duration::from_secs(3600);
+        assert!(!state.recorded_within(&key("a"), "asked", hour));
+        state.record_first(&key("a"), "asked");
+        let first = state.verified.lock().unwrap()[&key("a")]["asked"].1;
+        std::thread::sleep(Duration::from_millis(5));
+        state.record_first(&key("a"), "asked");
+        assert_eq!(state.verified.lock().unwrap()[&key("a")]["asked"].1, first, "the first time is kept");
+        assert!(state.recorded_within(&key("a"), "asked", hour));
+        assert!(!state.recorded_within(&key("a"), "asked", Duration::ZERO));
+        state.failed(&key("a"));
+        assert!(!state.recorded_within(&key("a"), "asked", hour));
     }
 
     #[test]

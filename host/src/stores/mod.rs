@@ -8,8 +8,9 @@
 //! label), the copy sources in the pod namespace (every Secret and
 //! ConfigMap there). The stores of labelled objects (the plugin's platform
 //! kinds, the copies) hold only what this provider created, so a miss there
-//! proves nothing: the caller reads from the API server, which also finds an
-//! object someone else made in the way.
+//! proves only that none of ours is there: the caller deletes nothing, and
+//! creates only with a request that fails on an object someone else made
+//! in the way (a POST, or a create-only apply), then reads that object.
 //!
 //! Until a store's first list is complete, and when there are no stores at
 //! all (a reconcile called without the controller, as some tests do),
@@ -149,7 +150,7 @@ impl Stores {
     /// [`Lookup::Absent`]: none of *ours* is there, though something foreign
     /// may be. Right for deleting (only ours is ever deleted), and for
     /// creating only with a request that fails on whatever is there (a POST,
-    /// or [`crate::apply::create_only`]).
+    /// or [`crate::apply::create_or_read`]).
     pub fn ours(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Lookup {
         self.ours_store(api_version, kind).map_or(Lookup::Unknown, |w| w.lookup_ours(namespace, name))
     }
