@@ -8,27 +8,20 @@
 #
 #   eval "$(scripts/build-image.sh)"   # exports SERVICE_PROVIDER_HOST_IMAGE
 #
-# The expensive part, the musl build of the host, is cached twice:
-#   - the binary itself, keyed by a hash of everything it is built from
-#     (rustc version, target, profile settings, Cargo.lock, the manifests and
-#     sources of host/, sdk/ and wit/): a hit skips cargo entirely;
-#   - cargo's target directory, per rustc version, so a miss rebuilds only
-#     what changed.
-# Both live under ${SPH_IMAGE_CACHE:-~/.cache/service-provider-host/image}.
-# An empty cache works, it is only slower (a cold production build).
+# The expensive part, the musl build of the host, is
+# scripts/build-host-binary.sh (cached by source hash; `task bench-scale`
+# measures the same binary). An empty cache works, it is only slower.
 #
 # Environment:
 #   IMAGE            image reference to tag (default localhost/service-provider-host:dev)
-#   SPH_IMAGE_CACHE  cache root (see above)
+#   SPH_IMAGE_CACHE  cache root of the host binary (scripts/build-host-binary.sh)
 #   BUILDAH_STORAGE  buildah storage driver (default vfs: works without overlay support)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 image="${IMAGE:-localhost/service-provider-host:dev}"
-cache="${SPH_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/service-provider-host/image}"
 storage="${BUILDAH_STORAGE:-vfs}"
-triple=x86_64-unknown-linux-musl
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 context="$target_dir/image/context"
 log() { echo "build-image: $*" >&2; }
@@ -46,48 +39,16 @@ plugins=(
   "kro:guest-kro:guest_kro.wasm"
 )
 
-for tool in buildah cargo sha256sum; do
+for tool in buildah cargo; do
   command -v "$tool" >/dev/null || { log "$tool is required (buildah: apt-get install buildah)"; exit 1; }
 done
-if ! command -v musl-gcc >/dev/null && ! command -v x86_64-linux-musl-gcc >/dev/null; then
-  log "a musl C compiler is required for ring and psm (Debian: apt-get install musl-tools)"
-  exit 1
-fi
-rustup target add "$triple" wasm32-wasip2 >&2
+rustup target add wasm32-wasip2 >&2
 
-# The image's binary is built with the workspace's `production` profile
-# (Cargo.toml: release with whole-program optimisation, no symbols); its
-# settings are part of the cache key through Cargo.toml.
-profile=production
-
-# --- the host binary, cached by source hash ---------------------------------
-rustc_version="$(rustc -vV)"
-sources=(Cargo.lock Cargo.toml host/Cargo.toml host/src sdk/Cargo.toml sdk/src wit)
-[ -f host/build.rs ] && sources+=(host/build.rs)
-[ -f .cargo/config.toml ] && sources+=(.cargo/config.toml)
-key="$(
-  {
-    printf '%s\n%s\n%s\n' "$rustc_version" "$triple" "$profile"
-    find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
-  } | sha256sum | cut -c1-16
-)"
-toolchain="$(rustc -vV | sha256sum | cut -c1-12)"
-binary="$cache/bin/$key/service-provider-host"
-if [ -x "$binary" ]; then
-  log "host binary: cache hit ($key)"
-else
-  log "host binary: cache miss ($key): $profile build for $triple"
-  build_started=$SECONDS
-  CARGO_TARGET_DIR="$cache/cargo-target-$toolchain" \
-    cargo build --locked --profile "$profile" --target "$triple" -p service-provider-host --bin service-provider-host >&2
-  mkdir -p "$(dirname "$binary")"
-  cp "$cache/cargo-target-$toolchain/$triple/$profile/service-provider-host" "$binary.tmp"
-  mv "$binary.tmp" "$binary"
-  log "host binary: built in $((SECONDS - build_started))s"
-  # Keep the three newest binaries and only the current toolchain's target dir.
-  ls -1dt "$cache"/bin/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
-  find "$cache" -maxdepth 1 -name 'cargo-target-*' ! -name "cargo-target-$toolchain" -exec rm -rf {} +
-fi
+# --- the host binary: static musl, `production` profile, cached by source hash
+exports="$(bash "$root/scripts/build-host-binary.sh")"
+eval "$exports"
+binary="$SERVICE_PROVIDER_HOST_BINARY"
+key="$(basename "$(dirname "$binary")")"
 
 # --- the plugins --------------------------------------------------------------
 packages=()

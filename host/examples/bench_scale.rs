@@ -15,8 +15,10 @@
 //! host and of the harness while converging and deleting. Prints a table
 //! and appends it to `BENCHMARKS.md`.
 //!
-//! `task bench-scale -- [N ...]` (builds that binary, then runs
-//! `cargo run --release -p service-provider-host --example bench_scale -- [N ...]`)
+//! `task bench-scale -- [N ...]` (builds that binary, or takes it from the
+//! cache `scripts/build-host-binary.sh` shares with the image, then runs
+//! `cargo run --release -p service-provider-host --example bench_scale -- [N ...]`
+//! with `SERVICE_PROVIDER_HOST` set to it).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -36,9 +38,10 @@ use kube::runtime::{reflector, watcher};
 use serde_json::json;
 use service_provider_host::resource;
 
-/// Where the binary the image ships is built (`scripts/build-image.sh`):
-/// static musl, `production` profile. Its allocator and code layout are
-/// part of what is measured.
+/// Where a `cargo build --profile production --target
+/// x86_64-unknown-linux-musl` puts the binary the image ships, when
+/// `SERVICE_PROVIDER_HOST` names none: static musl, `production` profile.
+/// Its allocator and code layout are part of what is measured.
 const SHIPPED: &str = "x86_64-unknown-linux-musl/production";
 const POD_NAMESPACE: &str = "openmcp-system";
 const PROVIDER: &str = "kro";
@@ -373,6 +376,34 @@ fn machine() -> String {
     format!("{cores} cores ({cpu}), {memory}")
 }
 
+/// A fixed piece of work, timed: sorting 4 million pseudo-random numbers
+/// on one core, the median of five runs, in milliseconds. This machine's
+/// speed varies by the hour (in a slow hour every process takes 20–30 %
+/// more CPU seconds for the same requests, and no steal time shows it), so
+/// each section carries this figure, taken before and after the runs, to
+/// tell a slower host from a slower hour.
+fn reference_ms() -> f64 {
+    let mut times: Vec<f64> = (0..5)
+        .map(|round| {
+            let mut x = 0x9E37_79B9_7F4A_7C15_u64 ^ round;
+            let mut numbers: Vec<u64> = (0..4_000_000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                })
+                .collect();
+            let started = Instant::now();
+            numbers.sort_unstable();
+            std::hint::black_box(&numbers);
+            started.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[2]
+}
+
 fn table(results: &[Result]) -> String {
     let mut out = String::from(
         "| N | create → all Ready | delete all → all gone | peak RSS | CPU s | reads to converge (per instance) | steady state per 75 s: writes / reads (per instance) | requests while converging |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
@@ -418,23 +449,30 @@ async fn main() -> anyhow::Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join(format!("target/{SHIPPED}/service-provider-host")));
     if !host_binary.is_file() {
-        bail!("{} not found: `task bench-scale` builds it", host_binary.display());
+        bail!("{} not found: `task bench-scale` builds it (scripts/build-host-binary.sh)", host_binary.display());
     }
     let plugin = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO);
+    let reference_before = reference_ms();
+    eprintln!("bench-scale: reference work (sorting 4 M numbers) {reference_before:.0} ms");
     let mut results = Vec::new();
     for n in sizes {
         eprintln!("bench-scale: N = {n}");
         results.push(run_once(n, &host_binary, &plugin).await?);
     }
+    let reference_after = reference_ms();
     let table = table(&results);
     println!("{table}");
+    let speed = format!(
+        "reference work (sorting 4 M numbers on one core, `reference_ms`) {reference_before:.0} ms before the runs, {reference_after:.0} ms after"
+    );
+    println!("{speed}");
     let commit = Command::new("git").args(["rev-parse", "--short", "HEAD"]).current_dir(&root).output().ok();
     let commit = commit.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
     let date = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string();
     // `BENCH_LABEL` names what was measured when it is not this checkout's
     // own build (e.g. an older binary given in `SERVICE_PROVIDER_HOST`).
     let label = std::env::var("BENCH_LABEL").unwrap_or_else(|_| format!("commit {commit}"));
-    let section = format!("\n## {date}, {label}\n\nMachine: {}.\n\n{table}", machine());
+    let section = format!("\n## {date}, {label}\n\nMachine: {}; {speed}.\n\n{table}", machine());
     let path = root.join("BENCHMARKS.md");
     let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
         "# Benchmarks\n\n`task bench-scale` (see `host/examples/bench_scale.rs`): the host with the Kro component on the test harness, N instances created at once. Requests are the host's own (`service_provider_host_kube_requests_total`); a watch counts as one GET when it starts.\n".to_string()

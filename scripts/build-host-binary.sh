@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the host binary the image ships and `task bench-scale` measures:
+# static (musl), the workspace's `production` profile (Cargo.toml: release
+# with whole-program optimisation, no symbols). A cold build takes 10–12
+# minutes on 2 cores, most of it one core's link-time optimisation, so the
+# binary is cached twice:
+#   - the binary itself, keyed by a hash of everything it is built from
+#     (rustc version, target, profile settings, Cargo.lock, the manifests and
+#     sources of host/, sdk/ and wit/): a hit skips cargo entirely;
+#   - cargo's target directory, per rustc version, so a miss rebuilds only
+#     what changed.
+# Both live under ${SPH_IMAGE_CACHE:-~/.cache/service-provider-host/image}.
+#
+# stdout carries only the `export …` line (eval it); progress goes to stderr.
+#
+#   eval "$(scripts/build-host-binary.sh)"   # exports SERVICE_PROVIDER_HOST_BINARY
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+cache="${SPH_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/service-provider-host/image}"
+triple=x86_64-unknown-linux-musl
+profile=production
+log() { echo "build-host-binary: $*" >&2; }
+
+for tool in cargo sha256sum; do
+  command -v "$tool" >/dev/null || { log "$tool is required"; exit 1; }
+done
+if ! command -v musl-gcc >/dev/null && ! command -v x86_64-linux-musl-gcc >/dev/null; then
+  log "a musl C compiler is required for ring and psm (Debian: apt-get install musl-tools)"
+  exit 1
+fi
+
+rustc_version="$(rustc -vV)"
+sources=(Cargo.lock Cargo.toml host/Cargo.toml host/src sdk/Cargo.toml sdk/src wit)
+[ -f host/build.rs ] && sources+=(host/build.rs)
+[ -f .cargo/config.toml ] && sources+=(.cargo/config.toml)
+key="$(
+  {
+    printf '%s\n%s\n%s\n' "$rustc_version" "$triple" "$profile"
+    find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -c1-16
+)"
+toolchain="$(rustc -vV | sha256sum | cut -c1-12)"
+binary="$cache/bin/$key/service-provider-host"
+if [ -x "$binary" ]; then
+  log "cache hit ($key)"
+else
+  log "cache miss ($key): $profile build for $triple"
+  rustup target add "$triple" >&2
+  started=$SECONDS
+  CARGO_TARGET_DIR="$cache/cargo-target-$toolchain" \
+    cargo build --locked --profile "$profile" --target "$triple" -p service-provider-host --bin service-provider-host >&2
+  mkdir -p "$(dirname "$binary")"
+  cp "$cache/cargo-target-$toolchain/$triple/$profile/service-provider-host" "$binary.tmp"
+  mv "$binary.tmp" "$binary"
+  log "built in $((SECONDS - started))s"
+  # Keep the three newest binaries and only the current toolchain's target dir.
+  ls -1dt "$cache"/bin/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
+  find "$cache" -maxdepth 1 -name 'cargo-target-*' ! -name "cargo-target-$toolchain" -exec rm -rf {} +
+fi
+echo "export SERVICE_PROVIDER_HOST_BINARY=$binary"
