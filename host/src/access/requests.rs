@@ -23,8 +23,8 @@ fn has_labels(meta: &ObjectMeta, labels: &Value) -> bool {
 /// controller normally has). Never updates or deletes it. Called only when
 /// creating a request there found no namespace: where it exists, as it
 /// does in openmcp, that costs no read.
-async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error> {
-    let api = Api::<Namespace>::all(platform.clone());
+async fn ensure_namespace(platform: Client, name: &str) -> Result<(), Error> {
+    let api = Api::<Namespace>::all(platform);
     if api.get_opt(name).await.map_err(|e| Error::kube(format!("reading namespace {name}"), e))?.is_some() {
         return Ok(());
     }
@@ -40,8 +40,6 @@ async fn ensure_namespace(platform: &Client, name: &str) -> Result<(), Error> {
 /// One of an instance's requests (AccessRequest or workload ClusterRequest)
 /// on the platform cluster.
 struct Handle {
-    platform: Client,
-    namespace: String,
     api: Api<DynamicObject>,
     name: String,
     /// `Kind namespace/name`, for messages.
@@ -60,8 +58,6 @@ impl Handle {
     fn new(platform: &Client, request: &InstanceAccess<'_>, resource: &ApiResource) -> Self {
         let name = request.name();
         Handle {
-            platform: platform.clone(),
-            namespace: request.tenant_namespace.to_string(),
             api: Api::namespaced_with(platform.clone(), request.tenant_namespace, resource),
             what: format!("{} {}/{name}", resource.kind, request.tenant_namespace),
             name,
@@ -101,7 +97,8 @@ impl Handle {
         let params = PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() };
         let created = match self.api.create(&params, &object).await {
             Err(kube::Error::Api(s)) if s.is_not_found() => {
-                ensure_namespace(&self.platform, &self.namespace).await?;
+                let namespace = self.api.namespace().expect("requests are namespaced");
+                ensure_namespace(self.api.clone().into_client(), namespace).await?;
                 self.api.create(&params, &object).await
             }
             done => done,
