@@ -93,15 +93,16 @@ fn describe(counts: &BTreeMap<(String, String), u64>) -> String {
     counts.iter().map(|((c, m), v)| format!("{c} {m} {v}")).collect::<Vec<_>>().join(", ")
 }
 
+/// A `kB` field of `/proc/PID/status` (e.g. `VmHWM`), in KiB.
+fn status_kib(status: &str, field: &str) -> Option<u64> {
+    let value = status.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    value.split_whitespace().next()?.parse().ok()
+}
+
 /// Peak RSS (KiB) and CPU seconds of a process.
 fn usage(pid: u32) -> anyhow::Result<(u64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let peak = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .context("VmHWM")?
-        .parse()?;
+    let peak = status_kib(&status, "VmHWM").context("VmHWM")?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     let fields: Vec<&str> = stat.rsplit_once(')').context("stat")?.1.split_whitespace().collect();
     let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
@@ -117,13 +118,9 @@ fn sample_peak_anon(pid: u32) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
     let seen = peak.clone();
     let task = tokio::spawn(async move {
         loop {
-            if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-                let anon = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("RssAnon:"))
-                    .and_then(|v| v.split_whitespace().next())
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
+            if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                && let Some(anon) = status_kib(&status, "RssAnon")
+            {
                 seen.fetch_max(anon, Ordering::Relaxed);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
