@@ -110,10 +110,20 @@ fn usage(pid: u32) -> anyhow::Result<(u64, f64)> {
     Ok((peak, ticks / per_second))
 }
 
-/// Peak anonymous memory (KiB) of a process, sampled every 100 ms until the
-/// task is aborted: the heap and stacks, without the mapped code that
+/// Stops a background task when dropped, also when a run ends early with an
+/// error.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Peak anonymous memory (KiB) of a process, sampled every 100 ms while the
+/// returned guard lives: the heap and stacks, without the mapped code that
 /// `VmHWM` also counts.
-fn sample_peak_anon(pid: u32) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+fn sample_peak_anon(pid: u32) -> (Arc<AtomicU64>, AbortOnDrop) {
     let peak = Arc::new(AtomicU64::new(0));
     let seen = peak.clone();
     let task = tokio::spawn(async move {
@@ -126,7 +136,7 @@ fn sample_peak_anon(pid: u32) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
-    (peak, task)
+    (peak, AbortOnDrop(task))
 }
 
 /// Drops the host binary's pages from the page cache before it runs.
@@ -391,7 +401,7 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
     let after = requests(metrics_port)?;
     let cpu_after = cpu_seconds(&env, pid)?;
     let (peak_rss_kib, cpu_seconds) = usage(pid)?;
-    sampler.abort();
+    drop(sampler);
     let peak_anon_kib = peak_anon.load(Ordering::Relaxed);
     drop(host);
     openmcp.stop().await;

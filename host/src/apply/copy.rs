@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use service_provider_sdk::contract::{Cluster, CopyKind, ObjectCopy};
 use service_provider_sdk::names;
 
-use super::Change;
+use super::{Change, Existing};
 use crate::Error;
 use crate::grant::Effective;
 use crate::grant::hard::Source;
@@ -77,33 +77,19 @@ impl CopyJob<'_> {
     }
 
     /// The target as it is: a copy on the platform cluster from its store,
-    /// else from the API (which also finds what is not ours). Where nothing
-    /// is there, `desired` is created at once ([`super::create_or_read`],
-    /// which also finds what is in the way): [`Existing::Created`].
+    /// else from the API (which also finds what is not ours); created at
+    /// once where nothing is there ([`super::existing`]).
     async fn existing<K>(&self, api: &Api<K>, copy: &ObjectCopy, desired: &K) -> Result<Existing<K>, Error>
     where
         K: Resource + Clone + DeserializeOwned + Serialize + Debug,
     {
         let place = Self::place(copy);
-        let known = match copy.target_cluster {
+        let cached = match copy.target_cluster {
             Cluster::Platform => self.stores.our_copy(copy.kind(), &copy.target_namespace, &copy.target_name),
             _ => Lookup::Unknown,
         };
-        let live = match known {
-            Lookup::Found(object) => Some(typed(&object).map_err(|e| Error::json(format!("reading {place}"), e))?),
-            Lookup::Absent => None,
-            Lookup::Unknown => {
-                api.get_opt(&copy.target_name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?
-            }
-        };
-        if let Some(live) = live {
-            return Ok(Existing::Live(live));
-        }
-        let desired = serde_json::to_value(desired).map_err(|e| Error::json(format!("building {place}"), e))?;
-        Ok(match super::create_or_read(api, &copy.target_name, &desired, self.field_manager, &place).await? {
-            None => Existing::Created,
-            Some(live) => Existing::Live(live),
-        })
+        let stored = |o: &DynamicObject| typed(o).map_err(|e| Error::json(format!("reading {place}"), e));
+        super::existing(api, &copy.target_name, cached, stored, desired, self.field_manager, &place).await
     }
 
     fn missing(&self, copy: &ObjectCopy) -> Error {
@@ -279,14 +265,6 @@ impl CopyJob<'_> {
 /// A stored object as its typed kind.
 fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, serde_json::Error> {
     serde_json::to_value(object).and_then(serde_json::from_value)
-}
-
-/// What is at a copy's target.
-enum Existing<K> {
-    /// Nothing was: the copy was just created.
-    Created,
-    /// What is there.
-    Live(K),
 }
 
 /// Who holds an existing copy target.

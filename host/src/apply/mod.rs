@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use service_provider_sdk::contract::ObjectRef;
@@ -151,6 +152,46 @@ where
     }
 }
 
+/// What is at an object's place once [`existing`] has looked.
+pub(crate) enum Existing<K> {
+    /// Nothing was: the desired object was just created.
+    Created,
+    /// What is there: ours or not, the caller judges.
+    Live(K),
+}
+
+/// What is at `name` on `api`'s cluster: what a store knows (`cached`, made
+/// a `K` by `typed`), else what the API server says. Where nothing is there,
+/// `desired` is created at once ([`create_or_read`], which also finds what
+/// is in the way): no read before the write a new object needs anyway.
+pub(crate) async fn existing<K, D>(
+    api: &Api<K>,
+    name: &str,
+    cached: Lookup,
+    typed: impl FnOnce(&DynamicObject) -> Result<K, Error>,
+    desired: &D,
+    field_manager: &str,
+    place: &str,
+) -> Result<Existing<K>, Error>
+where
+    K: Clone + DeserializeOwned + Debug,
+    D: Serialize,
+{
+    let live = match cached {
+        Lookup::Found(live) => Some(typed(&live)?),
+        Lookup::Absent => None,
+        Lookup::Unknown => api.get_opt(name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?,
+    };
+    if let Some(live) = live {
+        return Ok(Existing::Live(live));
+    }
+    let desired = serde_json::to_value(desired).map_err(|e| Error::json(format!("building {place}"), e))?;
+    Ok(match create_or_read(api, name, &desired, field_manager, place).await? {
+        None => Existing::Created,
+        Some(live) => Existing::Live(live),
+    })
+}
+
 /// Server-side applies one desired object, unless that would change nothing.
 /// The live object comes from `cached` when a store has it, else from the
 /// API server. `Absent` may mean only that none of ours is there: where
@@ -174,19 +215,9 @@ pub async fn apply(
         )
     };
     let place = format!("{} on the {} cluster", what(), manifest.cluster);
-    let live = match cached {
-        Lookup::Found(live) => Some(DynamicObject::clone(&live)),
-        Lookup::Absent => None,
-        Lookup::Unknown => {
-            api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", what()), e))?
-        }
-    };
-    let live = match live {
-        Some(live) => live,
-        None => match create_or_read(&api, &manifest.name, &desired, field_manager, &place).await? {
-            None => return Ok(Change::Written),
-            Some(live) => live,
-        },
+    let live = match existing(&api, &manifest.name, cached, |o| Ok(o.clone()), &desired, field_manager, &place).await? {
+        Existing::Created => return Ok(Change::Written),
+        Existing::Live(live) => live,
     };
     // Never adopt: only what this instance created is updated.
     if !owner.owns(&live.metadata) {
