@@ -209,10 +209,7 @@ impl CopyJob<'_> {
             api.delete(&copy.target_name, &DeleteParams::default())
                 .await
                 .map_err(|e| Error::kube(format!("replacing {place}"), e))?;
-            let body = serde_json::to_value(&desired).map_err(|e| Error::json(format!("building {place}"), e))?;
-            return match super::create_or_read::<Secret>(&api, &copy.target_name, &body, self.field_manager, &place)
-                .await?
-            {
+            return match super::create_or_read(&api, &copy.target_name, &desired, self.field_manager, &place).await? {
                 None => Ok(Change::Written),
                 Some(_) => Err(Error::NotYet {
                     reason: format!("{place} is being replaced"),

@@ -106,13 +106,12 @@ fn shared_place(manifest: &Manifest) -> bool {
 /// SDK's create-only server-side apply uses the same precondition.)
 const NEVER_STORED: &str = "1";
 
-/// Server-side applies `desired` only if nothing of its name exists yet;
+/// Server-side applies `body` only if nothing of its name exists yet;
 /// `false` when something does.
-async fn create_only<K>(api: &Api<K>, name: &str, desired: &Value, field_manager: &str) -> Result<bool, kube::Error>
+async fn create_only<K>(api: &Api<K>, name: &str, mut body: Value, field_manager: &str) -> Result<bool, kube::Error>
 where
     K: Clone + DeserializeOwned + Debug,
 {
-    let mut body = desired.clone();
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), json!(NEVER_STORED));
     }
@@ -131,14 +130,15 @@ where
 pub(crate) async fn create_or_read<K>(
     api: &Api<K>,
     name: &str,
-    desired: &Value,
+    desired: &impl Serialize,
     field_manager: &str,
     place: &str,
 ) -> Result<Option<K>, Error>
 where
     K: Clone + DeserializeOwned + Debug,
 {
-    if create_only(api, name, desired, field_manager).await.map_err(|e| Error::kube(format!("creating {place}"), e))? {
+    let body = serde_json::to_value(desired).map_err(|e| Error::json(format!("building {place}"), e))?;
+    if create_only(api, name, body, field_manager).await.map_err(|e| Error::kube(format!("creating {place}"), e))? {
         return Ok(None);
     }
     match api.get_opt(name).await.map_err(|e| Error::kube(format!("reading {place}"), e))? {
@@ -164,18 +164,17 @@ pub(crate) enum Existing<K> {
 /// a `K` by `typed`), else what the API server says. Where nothing is there,
 /// `desired` is created at once ([`create_or_read`], which also finds what
 /// is in the way): no read before the write a new object needs anyway.
-pub(crate) async fn existing<K, D>(
+pub(crate) async fn existing<K>(
     api: &Api<K>,
     name: &str,
     cached: Lookup,
     typed: impl FnOnce(&DynamicObject) -> Result<K, Error>,
-    desired: &D,
+    desired: &impl Serialize,
     field_manager: &str,
     place: &str,
 ) -> Result<Existing<K>, Error>
 where
     K: Clone + DeserializeOwned + Debug,
-    D: Serialize,
 {
     let live = match cached {
         Lookup::Found(live) => Some(typed(&live)?),
@@ -185,8 +184,7 @@ where
     if let Some(live) = live {
         return Ok(Existing::Live(live));
     }
-    let desired = serde_json::to_value(desired).map_err(|e| Error::json(format!("building {place}"), e))?;
-    Ok(match create_or_read(api, name, &desired, field_manager, place).await? {
+    Ok(match create_or_read(api, name, desired, field_manager, place).await? {
         None => Existing::Created,
         Some(live) => Existing::Live(live),
     })
