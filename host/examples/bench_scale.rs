@@ -169,6 +169,9 @@ fn evict_from_page_cache(path: &Path) -> anyhow::Result<()> {
 /// so a busy harness slows everything it measures.
 const PROCESSES: [&str; 5] = ["platform", "onboarding", "control plane", "host", "harness"];
 
+/// Where the host is in [`PROCESSES`].
+const HOST: usize = 3;
+
 /// CPU seconds so far of each of [`PROCESSES`].
 fn cpu_seconds(env: &TestEnv, host: u32) -> anyhow::Result<[f64; 5]> {
     let mut out = [0.0; 5];
@@ -176,7 +179,7 @@ fn cpu_seconds(env: &TestEnv, host: u32) -> anyhow::Result<[f64; 5]> {
         let (apiserver, etcd) = cluster.pids();
         *slot = usage(apiserver)?.1 + usage(etcd)?.1;
     }
-    out[3] = usage(host)?.1;
+    out[HOST] = usage(host)?.1;
     out[4] = usage(std::process::id())?.1;
     Ok(out)
 }
@@ -196,7 +199,7 @@ fn describe_cpu(cpu: [f64; 5]) -> String {
 /// hour from a slower host.
 fn without_host(cpu: [f64; 5]) -> f64 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    (cpu.iter().sum::<f64>() - cpu[3]) / cores
+    (cpu.iter().sum::<f64>() - cpu[HOST]) / cores
 }
 
 struct Host(Child);
