@@ -22,9 +22,11 @@
 //! AccessRequests, [`clusters`] builds and caches clients, [`operator`] and
 //! [`init`] assemble the `run` and `init` commands, [`render`] runs the data
 //! path on files. Leaves that everything may use: [`error`], [`resource`]
-//! (Kubernetes plumbing), [`instance`] (an instance and its reach) and
-//! [`owner`]. Dependencies point one way: a module never imports a module
-//! that imports it (checked by `tests/architecture.rs`).
+//! (Kubernetes plumbing), [`instance`] (an instance and its reach),
+//! [`owner`] and [`syntax`] (what Kubernetes accepts as a name: the rule
+//! every string meets before it reaches a URL). Dependencies point one
+//! way: a module never imports a module that imports it (checked by
+//! `tests/architecture.rs`).
 //!
 //! The host knows nothing about any particular service: everything specific
 //! comes from the plugin's `describe()`.
@@ -48,6 +50,7 @@ pub mod sandbox;
 pub mod server;
 pub mod status;
 pub mod stores;
+pub mod syntax;
 pub mod watch;
 
 pub use error::{Category, Error};

@@ -9,7 +9,7 @@ use kube_lease_manager::LeaseManagerBuilder;
 use service_provider_sdk::contract::Cluster;
 use tracing::{info, warn};
 
-use super::{Endpoints, Settings, context, onboarding, probe};
+use super::{Endpoints, Settings, context, kinds, onboarding, probe};
 use crate::clusters::onboarding::Onboarding;
 use crate::metrics::Metrics;
 use crate::plan::Planner;
@@ -87,6 +87,7 @@ pub async fn run(
     probe(&onboarding.client, &resource::of_kind(service), Cluster::Onboarding, watch_namespace, None).await?;
     let provider_name = Some(settings.provider_name.as_str());
     probe(&platform, &resource::of_kind(provider_config), Cluster::Platform, None, provider_name).await?;
+    kinds::check(planner.descriptor(), &platform, &onboarding.client).await?;
 
     let mut lease = match leader_elect {
         true => Some(lease(&platform, settings).await?),

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use service_provider_sdk::contract::Cluster;
 
 use super::Manifest;
+use crate::syntax::{self, dns_label, dns_subdomain, label_value, qualified_name};
 
 /// Prefix of the labels and annotations the host owns (owner labels, the
 /// applied hash): a plugin may not set them, or it could forge ownership.
@@ -35,14 +36,11 @@ pub fn manifest(cluster: Cluster, text: &str) -> Result<Manifest, String> {
     let object: Value = serde_json::from_str(text).map_err(|e| format!("a desired object is not valid JSON: {e}"))?;
     let map = object.as_object().ok_or("a desired object is not a JSON object")?;
     let api_version = string(map, "apiVersion")?;
-    if !api_version_ok(api_version) {
+    if !syntax::api_version(api_version) {
         return Err(format!("apiVersion {api_version:?} is not group/version or version"));
     }
     let kind = string(map, "kind")?;
-    if kind.len() > 63
-        || !kind.chars().all(|c| c.is_ascii_alphanumeric())
-        || !kind.starts_with(|c: char| c.is_ascii_uppercase())
-    {
+    if !syntax::kind(kind) {
         return Err(format!("kind {kind:?} is not a Kubernetes kind"));
     }
     let meta = map.get("metadata").and_then(Value::as_object).ok_or("metadata is missing or not an object")?;
@@ -101,45 +99,6 @@ fn string_map(meta: &Map<String, Value>, key: &str, ok: impl Fn(&str, &str) -> b
         }
     }
     Ok(())
-}
-
-fn api_version_ok(api_version: &str) -> bool {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    (group.is_empty() || dns_subdomain(group)) && dns_label(version)
-}
-
-fn alnum_edges(s: &str) -> bool {
-    s.starts_with(|c: char| c.is_ascii_alphanumeric()) && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
-/// RFC 1123 label: what namespaces (and most names) must be.
-pub fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && alnum_edges(s)
-}
-
-/// RFC 1123 subdomain: what object names must be.
-pub fn dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(dns_label)
-}
-
-/// A label or annotation key: `[prefix/]name`.
-fn qualified_name(key: &str) -> bool {
-    let (prefix, name) = key.rsplit_once('/').map_or((None, key), |(p, n)| (Some(p), n));
-    prefix.is_none_or(dns_subdomain)
-        && !name.is_empty()
-        && name.len() <= 63
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && alnum_edges(name)
-}
-
-fn label_value(value: &str) -> bool {
-    value.is_empty()
-        || (value.len() <= 63
-            && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && alnum_edges(value))
 }
 
 #[cfg(test)]
@@ -203,13 +162,5 @@ mod tests {
             assert!(err.contains(reason), "{object}: {err}");
         }
         assert!(manifest(Cluster::Platform, "{not json").unwrap_err().contains("not valid JSON"));
-    }
-
-    #[test]
-    fn names_follow_kubernetes_rules() {
-        assert!(dns_label("kro-system") && !dns_label("-a") && !dns_label(&"a".repeat(64)));
-        assert!(dns_subdomain("things.kro.run") && !dns_subdomain("a..b"));
-        assert!(qualified_name("app.kubernetes.io/name") && !qualified_name("/x") && !qualified_name("a/b/c"));
-        assert!(label_value("") && label_value("v1.2_3") && !label_value("-x"));
     }
 }

@@ -29,6 +29,8 @@ pub enum PluginError {
     Limit { plugin: String, limit: String },
     #[error("plugin {plugin} sent {what} of {bytes} bytes, more than the limit of {max} bytes")]
     TooLarge { plugin: String, what: &'static str, bytes: usize, max: usize },
+    #[error("plugin {plugin} describes itself with what the host cannot use: {reason}")]
+    Descriptor { plugin: String, reason: String },
     #[error("plugin {plugin} failed")]
     Trap {
         plugin: String,

@@ -30,6 +30,11 @@ pub struct Limits {
     pub output_bytes: usize,
     /// Maximum objects (plus copies) one plan may ask for.
     pub objects: usize,
+    /// Maximum capabilities, observations and token rules (each) of a
+    /// descriptor.
+    pub descriptor_entries: usize,
+    /// Maximum CRDs a descriptor brings.
+    pub descriptor_crds: usize,
 }
 
 impl Default for Limits {
@@ -45,6 +50,8 @@ impl Default for Limits {
             input_bytes: 8 << 20,
             output_bytes: 4 << 20,
             objects: 256,
+            descriptor_entries: 64,
+            descriptor_crds: 16,
         }
     }
 }

@@ -21,6 +21,7 @@
 //!   grant nothing.
 
 mod cache;
+mod descriptor;
 mod error;
 mod limits;
 mod plugin;
@@ -241,7 +242,11 @@ impl Prepared {
         let Answer::Describe(descriptor) = self.call("plugin", &limits, Call::Describe).await? else {
             unreachable!("describe answers describe")
         };
-        Ok(Plugin { inner: Arc::new(Inner { prepared: self.clone(), limits, descriptor: *descriptor }) })
+        let plugin = Plugin { inner: Arc::new(Inner { prepared: self.clone(), limits, descriptor: *descriptor }) };
+        plugin.check_output("a descriptor", plugin.descriptor(), 0)?;
+        descriptor::check(plugin.descriptor(), &limits)
+            .map_err(|reason| PluginError::Descriptor { plugin: plugin.name().to_string(), reason })?;
+        Ok(plugin)
     }
 
     /// The contract version the plugin implements.

@@ -89,7 +89,7 @@ impl Plugin {
 
     /// Refuses outputs over the size or object-count limits before the host
     /// parses anything in them.
-    fn check_output(
+    pub(super) fn check_output(
         &self,
         what: &'static str,
         output: &impl serde::Serialize,

@@ -14,6 +14,7 @@ use crate::grant::hard::Target;
 use crate::grant::{Denial, Effective, check::CopyPlace};
 use crate::instance::{reachable, scope_namespace};
 use crate::resource::group_of;
+use crate::syntax;
 
 fn describe(t: &Target) -> String {
     match t.namespace {
@@ -135,9 +136,9 @@ pub fn check_plan(
             copy.target_name,
             copy.target_cluster
         );
-        if !validate::dns_subdomain(&copy.source_name)
-            || !validate::dns_subdomain(&copy.target_name)
-            || !validate::dns_label(&copy.target_namespace)
+        if !syntax::dns_subdomain(&copy.source_name)
+            || !syntax::dns_subdomain(&copy.target_name)
+            || !syntax::dns_label(&copy.target_namespace)
         {
             return Err(invalid(descriptor, format!("{what}: names are not valid Kubernetes names")));
         }

@@ -1,0 +1,112 @@
+//! What Kubernetes accepts as names, versions, kinds and plurals: the rule
+//! every string from a plugin, a tenant or a cluster must pass before it
+//! becomes part of a request path (a URL), a label or another object's
+//! identity. A leaf module: it imports nothing from the crate.
+//!
+//! Every predicate here accepts only lower-case letters, digits, `-` and
+//! (for subdomains) `.`, with letters or digits at the edges: no `/`, `?`,
+//! `#`, `%` or `..` segment can pass, so a string that passed is exactly
+//! one path segment (or, for a subdomain, one dot-separated run of them)
+//! and a request built from it never leaves the object's own path.
+
+/// Letters or digits at both ends.
+fn alnum_edges(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphanumeric()) && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn lower_alnum_dash(s: &str) -> bool {
+    s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// RFC 1123 label: namespaces and most names' parts (`kro-system`).
+pub fn dns_label(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 63 && lower_alnum_dash(s) && alnum_edges(s)
+}
+
+/// RFC 1035 label: an RFC 1123 label that starts with a letter. API
+/// versions and REST plurals are these (the API server validates CRD
+/// plurals and versions so).
+pub fn dns1035_label(s: &str) -> bool {
+    dns_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
+/// RFC 1123 subdomain: object names and API groups (`things.kro.run`).
+pub fn dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(dns_label)
+}
+
+/// An API group: empty (the core group) or a subdomain.
+pub fn api_group(s: &str) -> bool {
+    s.is_empty() || dns_subdomain(s)
+}
+
+/// An API version within a group (`v1`, `v2beta1`).
+pub fn api_version_part(s: &str) -> bool {
+    dns1035_label(s)
+}
+
+/// An `apiVersion`: `group/version`, or `version` for the core group.
+pub fn api_version(s: &str) -> bool {
+    match s.split_once('/') {
+        Some((group, version)) => dns_subdomain(group) && api_version_part(version),
+        None => api_version_part(s),
+    }
+}
+
+/// A kind: `UpperCamelCase` letters and digits (`HelmRelease`).
+pub fn kind(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_uppercase())
+        && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// A REST plural (`helmreleases`).
+pub fn plural(s: &str) -> bool {
+    dns1035_label(s)
+}
+
+/// A label or annotation key, or a finalizer: `[prefix/]name`.
+pub fn qualified_name(key: &str) -> bool {
+    let (prefix, name) = key.rsplit_once('/').map_or((None, key), |(p, n)| (Some(p), n));
+    prefix.is_none_or(dns_subdomain)
+        && !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && alnum_edges(name)
+}
+
+/// A label value (may be empty).
+pub fn label_value(value: &str) -> bool {
+    value.is_empty()
+        || (value.len() <= 63
+            && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && alnum_edges(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_kubernetes_rules() {
+        assert!(dns_label("kro-system") && !dns_label("-a") && !dns_label(&"a".repeat(64)));
+        assert!(dns_subdomain("things.kro.run") && !dns_subdomain("a..b"));
+        assert!(qualified_name("app.kubernetes.io/name") && !qualified_name("/x") && !qualified_name("a/b/c"));
+        assert!(label_value("") && label_value("v1.2_3") && !label_value("-x"));
+    }
+
+    #[test]
+    fn what_would_bend_a_request_path_never_passes() {
+        for bad in ["helmreleases#", "v2/helmreleases#", "a?watch=true", "a/b", "..", "a%2Fb", "A", "", " a", "ä"] {
+            assert!(!plural(bad) && !api_version_part(bad) && !dns_label(bad), "{bad:?}");
+            assert!(!dns_subdomain(bad), "{bad:?}");
+        }
+        assert!(!api_version("helm.toolkit.fluxcd.io/v2/helmreleases#"));
+        assert!(!api_version("helm.toolkit.fluxcd.io/v2?x"));
+        assert!(api_version("helm.toolkit.fluxcd.io/v2") && api_version("v1"));
+        assert!(!api_version("1") && !plural("1things"), "versions and plurals start with a letter");
+        assert!(kind("HelmRelease") && !kind("helmRelease") && !kind("Helm-Release"));
+        assert!(api_group("") && api_group("apps") && !api_group("Apps") && !api_group("a/b"));
+    }
+}
