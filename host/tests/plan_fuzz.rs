@@ -46,6 +46,7 @@ fn setup() -> (Descriptor, Effective, Context) {
             groups: vec!["*".into()],
             kinds: vec!["*".into()],
             fields: vec![],
+            only_fields: vec![],
         });
     }
     let context = Context {

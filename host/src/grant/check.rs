@@ -33,12 +33,18 @@ impl Denial {
     }
 }
 
-/// Where a copy of the same plan goes: what `{copies}` stands for.
+/// An object or copy of the same plan: what `{secretCopies}`,
+/// `{configMapCopies}` and `planned` references may name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CopyPlace {
+pub struct Sibling {
     pub cluster: Cluster,
-    pub namespace: String,
+    /// `Secret` or `ConfigMap` for a copy.
+    pub kind: String,
+    /// `None` for a cluster-scoped object.
+    pub namespace: Option<String>,
     pub name: String,
+    /// A copy (rather than an applied object).
+    pub copy: bool,
 }
 
 /// Whether a place of the grant covers a namespace (`None`: cluster-scoped).
@@ -60,14 +66,14 @@ impl Effective {
     }
 
     /// Whether the host may write (or, with `object` `None`, delete)
-    /// `target` for the instance of `context`. `copies` are the plan's
-    /// copies, for `{copies}` in field rules.
+    /// `target` for the instance of `context`. `siblings` are the plan's
+    /// other objects and copies, for placeholders and `planned` references.
     pub fn check_write(
         &self,
         context: &Context,
         target: &Target,
         object: Option<&Value>,
-        copies: &[CopyPlace],
+        siblings: &[Sibling],
         what: &str,
     ) -> Result<(), Denial> {
         let tenant = context.tenant_namespace.as_str();
@@ -82,7 +88,9 @@ impl Effective {
         let mut first_field_denial = None;
         for rule in rules {
             let Some(object) = object else { return Ok(()) };
-            match rule.fields.iter().find_map(|f| field_denial(f, object, context, target, copies)) {
+            let denial = unreviewed_field(&rule.only_fields, object)
+                .or_else(|| rule.fields.iter().find_map(|f| field_denial(f, object, context, target, siblings)));
+            match denial {
                 None => return Ok(()),
                 Some(reason) => {
                     first_field_denial.get_or_insert(reason);
@@ -158,40 +166,104 @@ fn mentions(value: &Value, name: &str) -> bool {
     }
 }
 
+/// The first field of `object` (outside `apiVersion`, `kind`, `metadata`)
+/// that no path of `only` covers, if `only` is a list at all.
+fn unreviewed_field(only: &[String], object: &Value) -> Option<String> {
+    if only.is_empty() {
+        return None;
+    }
+    let mut leaves = Vec::new();
+    if let Some(map) = object.as_object() {
+        for (key, value) in map.iter().filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata")) {
+            leaf_paths(&format!("/{}", escape(key)), value, &mut leaves);
+        }
+    }
+    let covered = |leaf: &str| {
+        only.iter().any(|p| leaf == p || leaf.strip_prefix(p.as_str()).is_some_and(|r| r.starts_with('/')))
+    };
+    leaves
+        .into_iter()
+        .find(|leaf| !covered(leaf))
+        .map(|leaf| format!("field {leaf} is not one the plugin grant allows"))
+}
+
+/// JSON-pointer escaping of one key.
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The paths of every scalar under `value` (an empty object or list sets
+/// nothing).
+fn leaf_paths(at: &str, value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => map.iter().for_each(|(k, v)| leaf_paths(&format!("{at}/{}", escape(k)), v, out)),
+        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| leaf_paths(&format!("{at}/{i}"), v, out)),
+        _ => out.push(at.to_string()),
+    }
+}
+
 /// Why `object` breaks a field rule, if it does.
 fn field_denial(
     rule: &FieldRule,
     object: &Value,
     context: &Context,
     target: &Target,
-    copies: &[CopyPlace],
+    siblings: &[Sibling],
 ) -> Option<String> {
     let field = object.pointer(&rule.path);
     match field {
         Some(_) if rule.absent => return Some(format!("field {} must not be set", rule.path)),
         None if rule.required => return Some(format!("field {} must be set", rule.path)),
         None => return None,
+        Some(reference) if rule.planned => return planned_denial(&rule.path, reference, target, siblings),
         Some(_) if rule.one_of.is_empty() => return None,
         Some(_) => {}
     }
-    let allowed: Vec<String> = rule.one_of.iter().flat_map(|v| expand(v, context, target, copies)).collect();
+    let allowed: Vec<String> = rule.one_of.iter().flat_map(|v| expand(v, context, target, siblings)).collect();
     match field.and_then(Value::as_str) {
         Some(value) if allowed.iter().any(|a| a == value) => None,
         _ => Some(format!("field {} must be one of {allowed:?}", rule.path)),
     }
 }
 
+/// Why a reference does not name an object of the same plan next to the
+/// referring object, if it does not.
+fn planned_denial(path: &str, reference: &Value, target: &Target, siblings: &[Sibling]) -> Option<String> {
+    let text = |key: &str| reference.get(key).and_then(Value::as_str);
+    let namespace_ok = reference.get("namespace").is_none() || text("namespace") == target.namespace;
+    let found = siblings.iter().any(|s| {
+        !s.copy
+            && s.cluster == target.cluster
+            && s.namespace.as_deref() == target.namespace
+            && Some(s.kind.as_str()) == text("kind")
+            && Some(s.name.as_str()) == text("name")
+    });
+    match namespace_ok && found {
+        true => None,
+        false => Some(format!(
+            "field {path} must refer to an object of the same plan in {}",
+            target.namespace.unwrap_or("<cluster>")
+        )),
+    }
+}
+
 /// The values a field-rule value stands for.
-fn expand(value: &str, context: &Context, target: &Target, copies: &[CopyPlace]) -> Vec<String> {
+fn expand(value: &str, context: &Context, target: &Target, siblings: &[Sibling]) -> Vec<String> {
+    let copies = |kind: &str| {
+        siblings
+            .iter()
+            .filter(|c| {
+                c.copy && c.kind == kind && c.cluster == target.cluster && c.namespace.as_deref() == target.namespace
+            })
+            .map(|c| c.name.clone())
+            .collect()
+    };
     match value {
         "{tenant}" => vec![context.tenant_namespace.clone()],
         "{controlPlaneSecret}" => context.control_plane.iter().map(|k| k.name.clone()).collect(),
         "{workloadSecret}" => context.workload.iter().map(|k| k.name.clone()).collect(),
-        "{copies}" => copies
-            .iter()
-            .filter(|c| c.cluster == target.cluster && Some(c.namespace.as_str()) == target.namespace)
-            .map(|c| c.name.clone())
-            .collect(),
+        "{secretCopies}" => copies("Secret"),
+        "{configMapCopies}" => copies("ConfigMap"),
         literal => vec![literal.to_string()],
     }
 }
@@ -235,16 +307,33 @@ mod tests {
         name: "r",
     };
 
-    fn check(object: &Value, copies: &[CopyPlace]) -> Result<(), Denial> {
-        effective().check_write(&context(), &RELEASE, Some(object), copies, "HelmRelease mcp--t/r")
+    fn check(object: &Value, siblings: &[Sibling]) -> Result<(), Denial> {
+        effective().check_write(&context(), &RELEASE, Some(object), siblings, "HelmRelease mcp--t/r")
+    }
+
+    fn sibling(kind: &str, name: &str, copy: bool) -> Sibling {
+        Sibling {
+            cluster: Cluster::Platform,
+            kind: kind.into(),
+            namespace: Some("mcp--t".into()),
+            name: name.into(),
+            copy,
+        }
     }
 
     #[test]
     fn a_helm_release_must_install_into_the_instances_own_cluster() {
-        let good = release(
-            json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": {"namespace": "mcp--t"}}),
+        let chart_ref = json!({"kind": "OCIRepository", "name": "chart", "namespace": "mcp--t"});
+        let good = release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref}));
+        let plan = [sibling("OCIRepository", "chart", false)];
+        assert_eq!(check(&good, &plan), Ok(()));
+        let foreign = release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}},
+            "chartRef": {"kind": "OCIRepository", "name": "someone-elses"}}));
+        assert!(check(&foreign, &plan).unwrap_err().reason.contains("an object of the same plan"));
+        let unreviewed = release(
+            json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref, "newField": {"a": 1}}),
         );
-        assert_eq!(check(&good, &[]), Ok(()));
+        assert!(check(&unreviewed, &plan).unwrap_err().reason.contains("/spec/newField/a is not one"));
         for (bad, rule, text) in [
             (release(json!({})), "grant-field", "/spec/kubeConfig/secretRef/name must be set"),
             (
@@ -260,9 +349,10 @@ mod tests {
                 "chartRef",
             ),
             (
-                release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "valuesFrom": []})),
+                release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}},
+                    "valuesFrom": [{"kind": "Secret", "name": "platform-credentials"}]})),
                 "grant-field",
-                "must not be set",
+                "/spec/valuesFrom/0/kind is not one the plugin grant allows",
             ),
         ] {
             let denial = check(&bad, &[]).unwrap_err();
@@ -275,12 +365,30 @@ mod tests {
     #[test]
     fn a_source_may_only_use_the_plans_own_copies() {
         let repo = Target { group: "source.toolkit.fluxcd.io", kind: "OCIRepository", ..RELEASE };
-        let object = json!({"spec": {"secretRef": {"name": "sp-kro-pull"}}});
+        let object = json!({"spec": {"url": "oci://x", "secretRef": {"name": "sp-kro-pull"}}});
         let e = effective();
-        let copy = CopyPlace { cluster: Cluster::Platform, namespace: "mcp--t".into(), name: "sp-kro-pull".into() };
+        let copy = sibling("Secret", "sp-kro-pull", true);
         assert!(e.check_write(&context(), &repo, Some(&object), std::slice::from_ref(&copy), "r").is_ok());
-        let elsewhere = CopyPlace { namespace: "kro-system".into(), cluster: Cluster::ControlPlane, ..copy };
+        let elsewhere =
+            Sibling { namespace: Some("kro-system".into()), cluster: Cluster::ControlPlane, ..copy.clone() };
         assert_eq!(e.check_write(&context(), &repo, Some(&object), &[elsewhere], "r").unwrap_err().rule, "grant-field");
+        // A ConfigMap copy of that name does not make a Secret reference acceptable.
+        let config_map = Sibling { kind: "ConfigMap".into(), ..copy };
+        assert_eq!(
+            e.check_write(&context(), &repo, Some(&object), &[config_map], "r").unwrap_err().rule,
+            "grant-field"
+        );
+        for credential in
+            [json!({"provider": "aws"}), json!({"serviceAccountName": "default"}), json!({"insecure": true})]
+        {
+            let mut object = json!({"spec": {"url": "oci://x"}});
+            object["spec"].as_object_mut().unwrap().extend(credential.as_object().unwrap().clone());
+            assert_eq!(
+                e.check_write(&context(), &repo, Some(&object), &[], "r").unwrap_err().rule,
+                "grant-field",
+                "{object}"
+            );
+        }
         let kubeconfig = json!({"spec": {"secretRef": {"name": "cp-kubeconfig"}}});
         assert_eq!(e.check_write(&context(), &repo, Some(&kubeconfig), &[], "r").unwrap_err().rule, "grant-field");
     }

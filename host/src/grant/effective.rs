@@ -4,6 +4,8 @@
 //! requested) and are reported, so the platform operator sees exactly what
 //! the plugin wanted and did not get.
 
+use std::collections::BTreeMap;
+
 use service_provider_sdk::contract::{Descriptor, Detail as ObservedDetail, NamespaceScope, Observation, PolicyRule};
 
 use super::hard::{self, Own};
@@ -16,6 +18,8 @@ pub struct Effective {
     pub own: Own,
     /// The observations the host makes: requested and granted.
     pub observations: Vec<Observation>,
+    /// The annotation keys each observation (by id) may see.
+    pub annotations: BTreeMap<String, Vec<String>>,
     /// The token rules the host asks for: requested and granted.
     pub control_plane_rules: Vec<PolicyRule>,
     pub workload_rules: Vec<PolicyRule>,
@@ -45,6 +49,13 @@ impl Effective {
                 None => true,
             })
             .cloned()
+            .collect::<Vec<_>>();
+        let annotations = observations
+            .iter()
+            .map(|o| {
+                let keys = grant.observe.iter().filter(|rule| covers(rule, o)).flat_map(|r| r.annotations.clone());
+                (o.id.clone(), keys.collect())
+            })
             .collect();
         let control_plane_rules = granted_rules(
             "ControlPlane",
@@ -68,7 +79,29 @@ impl Effective {
                 refused.push(format!("CRD of group {group:?}: {} (rule {})", r.reason, r.rule));
             }
         }
-        Ok(Effective { grant, own, observations, control_plane_rules, workload_rules, workload_cluster, refused })
+        Ok(Effective {
+            grant,
+            own,
+            observations,
+            annotations,
+            control_plane_rules,
+            workload_rules,
+            workload_cluster,
+            refused,
+        })
+    }
+
+    /// The annotation keys observation `id` may see.
+    pub fn annotations(&self, id: &str) -> &[String] {
+        self.annotations.get(id).map_or(&[], Vec::as_slice)
+    }
+
+    /// What granting exactly `observations` (and nothing else) comes to: for
+    /// tests of what is done with observations.
+    pub fn granting(observations: Vec<Observation>) -> Effective {
+        let kind = service_provider_sdk::contract::ApiKind::new("test.example", "v1", "Test", "tests", true);
+        let descriptor = Descriptor::new("test", kind.clone(), kind, "test.example/finalizer");
+        Effective { observations, ..Effective::new(&descriptor, Grant::default()).expect("no plugin named") }
     }
 }
 
@@ -250,6 +283,7 @@ mod tests {
             groups: vec!["*".into()],
             kinds: vec!["*".into()],
             detail: Detail::Full,
+            annotations: vec![],
         });
         let e = Effective::new(&descriptor(), grant).unwrap();
         assert!(e.workload_cluster);

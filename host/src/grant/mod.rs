@@ -98,12 +98,16 @@ pub struct WriteRule {
     /// Conditions on fields of every object this rule allows.
     #[serde(default)]
     pub fields: Vec<FieldRule>,
+    /// If not empty, the only fields an object may set besides `apiVersion`,
+    /// `kind` and `metadata` (JSON pointers; each allows its whole subtree):
+    /// a field nobody reviewed, such as one a new API version adds, is
+    /// refused until the grant names it.
+    #[serde(default)]
+    pub only_fields: Vec<String>,
 }
 
 /// A condition on one field (a JSON pointer) of a written object. Values
-/// may use `{tenant}`, `{controlPlaneSecret}`, `{workloadSecret}` and
-/// `{copies}` (the names of the copies the same plan makes into the object's
-/// namespace on its cluster).
+/// may use the placeholders of [`PLACEHOLDERS`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FieldRule {
@@ -117,7 +121,24 @@ pub struct FieldRule {
     /// If present, the field must be a string with one of these values.
     #[serde(default)]
     pub one_of: Vec<String>,
+    /// If present, the field must be a reference `{kind, name}` (with, if
+    /// set, the object's own `namespace`) to an object the same plan
+    /// applies on the same cluster in the same namespace: never to
+    /// another provider's object that happens to be there.
+    #[serde(default)]
+    pub planned: bool,
 }
+
+/// What a `oneOf` value may stand for:
+/// - `{tenant}`: the instance's tenant namespace;
+/// - `{controlPlaneSecret}`, `{workloadSecret}`: the kubeconfig Secret of
+///   the instance's AccessRequest;
+/// - `{secretCopies}`, `{configMapCopies}`: the names of the Secret (or
+///   ConfigMap) copies the same plan makes into the object's namespace on
+///   its cluster. A copy of one kind never makes a name acceptable where the
+///   other kind is read.
+pub const PLACEHOLDERS: &[&str] =
+    &["{tenant}", "{controlPlaneSecret}", "{workloadSecret}", "{secretCopies}", "{configMapCopies}"];
 
 /// How much of an object an observation may see.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -142,6 +163,11 @@ pub struct ObserveRule {
     /// The most the observation may see (`metadata` or `full`).
     #[serde(default)]
     pub detail: Detail,
+    /// Annotation keys the observation may see. None by default: an
+    /// annotation may carry anything (`kubectl apply` keeps a Secret's
+    /// data in one).
+    #[serde(default)]
+    pub annotations: Vec<String>,
 }
 
 /// Where copies may go, and which sources they may come from.
@@ -191,8 +217,34 @@ impl Grant {
         Grant::parse(DEFAULT).expect("the built-in grant parses")
     }
 
-    pub fn parse(text: &str) -> Result<Grant, serde_saphyr::Error> {
-        serde_saphyr::from_str(text)
+    pub fn parse(text: &str) -> Result<Grant, String> {
+        let grant: Grant = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        grant.check()?;
+        Ok(grant)
+    }
+
+    /// What serde cannot say: placeholders are known ones, paths are JSON
+    /// pointers.
+    fn check(&self) -> Result<(), String> {
+        for rule in &self.write {
+            for field in &rule.fields {
+                if !field.path.starts_with('/') {
+                    return Err(format!("field path {:?} is not a JSON pointer", field.path));
+                }
+                let unknown = field.one_of.iter().find(|v| v.starts_with('{') && !PLACEHOLDERS.contains(&v.as_str()));
+                if let Some(value) = unknown {
+                    return Err(format!(
+                        "field {}: {value} is not a placeholder; use one of {}",
+                        field.path,
+                        PLACEHOLDERS.join(", ")
+                    ));
+                }
+            }
+            if let Some(path) = rule.only_fields.iter().find(|p| !p.starts_with('/')) {
+                return Err(format!("onlyFields: {path:?} is not a JSON pointer"));
+            }
+        }
+        Ok(())
     }
 
     /// Reads a grant file, or the built-in grant when `path` is `None`.
@@ -200,7 +252,7 @@ impl Grant {
         let Some(path) = path else { return Ok(Grant::default_grant()) };
         let text =
             std::fs::read_to_string(path).map_err(|source| GrantError::Read { path: path.to_path_buf(), source })?;
-        Grant::parse(&text).map_err(|e| GrantError::Parse { path: path.to_path_buf(), message: e.to_string() })
+        Grant::parse(&text).map_err(|message| GrantError::Parse { path: path.to_path_buf(), message })
     }
 }
 
@@ -242,6 +294,18 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("namespace"), "{err}");
         assert!(Grant::parse("writes: []\n").is_err());
+    }
+
+    #[test]
+    fn placeholders_are_known_ones() {
+        let rule = |value: &str| {
+            format!(
+                "write:\n  - cluster: platform\n    groups: [g]\n    kinds: [K]\n    fields:\n      - path: /spec/secretRef/name\n        oneOf: [\"{value}\"]\n"
+            )
+        };
+        assert!(Grant::parse(&rule("{secretCopies}")).is_ok());
+        let err = Grant::parse(&rule("{copies}")).unwrap_err();
+        assert!(err.contains("{copies} is not a placeholder") && err.contains("{secretCopies}"), "{err}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use service_provider_sdk::contract::{
 use super::{Manifest, validate};
 use crate::Error;
 use crate::grant::hard::Target;
-use crate::grant::{Denial, Effective, check::CopyPlace};
+use crate::grant::{Denial, Effective, check::Sibling};
 use crate::instance::{reachable, scope_namespace};
 use crate::resource::group_of;
 use crate::syntax;
@@ -43,6 +43,7 @@ fn not_requested(what: &str) -> Error {
 /// reaches is skipped by the host, so it needs no access, but it must be
 /// requested and granted like a write.
 pub fn check_ref(descriptor: &Descriptor, granted: &Effective, context: &Context, r: &ObjectRef) -> Result<(), Error> {
+    ref_syntax(descriptor, r)?;
     let target = Target {
         cluster: r.cluster,
         group: group_of(&r.api_version),
@@ -52,8 +53,36 @@ pub fn check_ref(descriptor: &Descriptor, granted: &Effective, context: &Context
     };
     let what = format!("deleting {}", describe(&target));
     granted.check_always_refused(context, &target, &what)?;
-    requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
+    let capability = requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
+    if r.plural != capability.api.plural {
+        let reason =
+            format!("plural {:?} is not {:?}, the plural of the kind it names", r.plural, capability.api.plural);
+        return Err(Error::Denied(Denial::new("plural-of-kind", what, reason)));
+    }
     granted.check_write(context, &target, None, &[], &what)?;
+    Ok(())
+}
+
+/// Every string of a reference that becomes part of a request path.
+fn ref_syntax(descriptor: &Descriptor, r: &ObjectRef) -> Result<(), Error> {
+    let bad = |field: &str, value: &str| {
+        invalid(descriptor, format!("a deletion names {field} {value:?}, which is not valid in Kubernetes"))
+    };
+    if !syntax::api_version(&r.api_version) {
+        return Err(bad("apiVersion", &r.api_version));
+    }
+    if !syntax::kind(&r.kind) {
+        return Err(bad("kind", &r.kind));
+    }
+    if !syntax::plural(&r.plural) {
+        return Err(bad("plural", &r.plural));
+    }
+    if let Some(ns) = r.namespace.as_deref().filter(|ns| !syntax::dns_label(ns)) {
+        return Err(bad("namespace", ns));
+    }
+    if !syntax::dns_subdomain(&r.name) {
+        return Err(bad("name", &r.name));
+    }
     Ok(())
 }
 
@@ -69,7 +98,13 @@ pub fn check_teardown(
         check_ref(descriptor, granted, context, r)?;
     }
     for r in &teardown.copies {
-        if !matches!(r.kind.as_str(), "Secret" | "ConfigMap") || r.api_version != "v1" {
+        ref_syntax(descriptor, r)?;
+        let plural = match r.kind.as_str() {
+            "Secret" => "secrets",
+            "ConfigMap" => "configmaps",
+            _ => "",
+        };
+        if plural.is_empty() || r.api_version != "v1" || r.plural != plural || r.namespace.is_none() {
             return Err(invalid(descriptor, format!("copy {} {} is not a v1 Secret or ConfigMap", r.kind, r.name)));
         }
         let namespace = r.namespace.as_deref().unwrap_or_default();
@@ -100,15 +135,21 @@ pub fn check_plan(
 ) -> Result<Vec<Manifest>, Error> {
     let mut manifests =
         plan.objects.iter().map(|o| manifest(descriptor, o.cluster, &o.manifest)).collect::<Result<Vec<_>, _>>()?;
-    let copies: Vec<CopyPlace> = plan
-        .copies
-        .iter()
-        .map(|c| CopyPlace {
-            cluster: c.target_cluster,
-            namespace: c.target_namespace.clone(),
-            name: c.target_name.clone(),
-        })
-        .collect();
+    let objects = manifests.iter().map(|m| Sibling {
+        cluster: m.cluster,
+        kind: m.kind.clone(),
+        namespace: m.namespace.clone(),
+        name: m.name.clone(),
+        copy: false,
+    });
+    let copies = plan.copies.iter().map(|c| Sibling {
+        cluster: c.target_cluster,
+        kind: c.kind().to_string(),
+        namespace: Some(c.target_namespace.clone()),
+        name: c.target_name.clone(),
+        copy: true,
+    });
+    let siblings: Vec<Sibling> = objects.chain(copies).collect();
     for m in &mut manifests {
         let target = Target {
             cluster: m.cluster,
@@ -124,7 +165,7 @@ pub fn check_plan(
         }
         granted.check_always_refused(context, &target, &what)?;
         let capability = requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
-        granted.check_write(context, &target, Some(&m.object), &copies, &what)?;
+        granted.check_write(context, &target, Some(&m.object), &siblings, &what)?;
         m.plural = capability.api.plural.clone();
     }
     for copy in &plan.copies {

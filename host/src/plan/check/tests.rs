@@ -58,6 +58,7 @@ fn granted() -> Effective {
         groups: vec!["apps".into()],
         kinds: vec!["Deployment".into()],
         fields: vec![],
+        only_fields: vec![],
     });
     Effective::new(&descriptor(), grant).unwrap()
 }
