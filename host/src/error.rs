@@ -101,6 +101,9 @@ pub enum Error {
     /// objects, copies without a type; see [`crate::plan`]).
     #[error("plugin {plugin} returned an unusable plan: {reason}")]
     InvalidPlan { plugin: String, reason: String },
+    /// What an observation read outgrew the plugin's input limit.
+    #[error("{what}: more than the limit of {max} bytes of plugin input")]
+    InputTooLarge { what: String, max: usize },
     /// The plugin asked for something its grant does not allow, or that
     /// the host never allows (see [`crate::grant`]).
     #[error(transparent)]
@@ -172,7 +175,7 @@ impl Error {
                 PluginError::Engine(_) | PluginError::Cache { .. } => Category::Config,
                 _ => Category::Plugin,
             },
-            Error::InvalidPlan { .. } | Error::PluginTransient(_) => Category::Plugin,
+            Error::InvalidPlan { .. } | Error::PluginTransient(_) | Error::InputTooLarge { .. } => Category::Plugin,
             Error::Denied(_) => Category::CapabilityDenied,
             Error::InvalidObject(_) | Error::UserInput(_) => Category::UserInput,
             Error::Conflict(_) => Category::Conflict,

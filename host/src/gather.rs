@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use service_provider_sdk::contract::{Cluster, Context, Detail, Input, KubeconfigRef, Observation, Observed};
 
 use crate::Error;
+use crate::grant::Effective;
 use crate::instance::{Instance, Reach, reachable, scope_namespace};
 use crate::resource::{self, kind_absent};
 use crate::stores::{Lookup, Stores};
@@ -39,11 +40,35 @@ pub fn observations(granted: &[Observation], cleanup: bool) -> impl Iterator<Ite
     granted.iter().filter(move |o| o.stage.applies(cleanup))
 }
 
-/// Trims an object to what the plugin asked for. `managedFields` is never
-/// useful to a plugin and is often the largest part of an object.
-pub fn trim(mut object: Value, detail: Detail) -> Value {
+/// The metadata a plugin sees of an observed object: an allow-list, so
+/// nothing that carries data (`managedFields`, the
+/// `kubectl.kubernetes.io/last-applied-configuration` annotation, which
+/// holds a whole Secret's data) enters the sandbox. Annotations only as the
+/// grant names them ([`Effective::annotations`]).
+pub const METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "labels",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "finalizers",
+    "ownerReferences",
+];
+
+/// Trims an object to what the plugin asked for, with the metadata of
+/// [`METADATA`] and of the annotations only those in `annotations`.
+pub fn trim(mut object: Value, detail: Detail, annotations: &[String]) -> Value {
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
+        let kept: Option<Map<String, Value>> = meta.get("annotations").and_then(Value::as_object).map(|all| {
+            all.iter().filter(|(k, _)| annotations.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
+        });
+        meta.retain(|key, _| METADATA.contains(&key.as_str()));
+        if let Some(kept) = kept.filter(|k| !k.is_empty()) {
+            meta.insert("annotations".into(), Value::Object(kept));
+        }
     }
     match detail {
         Detail::Full => object,
@@ -87,18 +112,43 @@ pub fn matches(observation: &Observation, context: &Context, object: &Value) -> 
 /// Observations answered from a given set of objects (as `render` does with
 /// `--observed`): every needed observation on a reachable cluster gets an
 /// entry, possibly empty.
-pub fn observed_from(granted: &[Observation], context: &Context, cleanup: bool, objects: &[Value]) -> Vec<Observed> {
-    observations(granted, cleanup)
+pub fn observed_from(granted: &Effective, context: &Context, cleanup: bool, objects: &[Value]) -> Vec<Observed> {
+    observations(&granted.observations, cleanup)
         .filter(|o| reachable(o.cluster, context))
         .map(|o| Observed {
             id: o.id.clone(),
             objects: objects
                 .iter()
                 .filter(|obj| matches(o, context, obj))
-                .map(|obj| trim(obj.clone(), o.detail).to_string())
+                .map(|obj| trim(obj.clone(), o.detail, granted.annotations(&o.id)).to_string())
                 .collect(),
         })
         .collect()
+}
+
+/// How many objects one page of an observation's LIST asks for.
+const PAGE: u32 = 250;
+
+/// What an observation may read in all: the plugin's input limit. A LIST
+/// is read a page at a time and stops once its objects outgrow it, so a
+/// tenant who fills a cluster costs the host one page, not the cluster.
+pub struct Budget {
+    pub max_bytes: usize,
+    used: usize,
+}
+
+impl Budget {
+    pub fn new(max_bytes: usize) -> Self {
+        Budget { max_bytes, used: 0 }
+    }
+
+    fn spend(&mut self, what: &str, bytes: usize) -> Result<(), Error> {
+        self.used = self.used.saturating_add(bytes);
+        match self.used > self.max_bytes {
+            true => Err(Error::InputTooLarge { what: what.to_string(), max: self.max_bytes }),
+            false => Ok(()),
+        }
+    }
 }
 
 /// Reads every observation the plugin needs for this call from the clusters
@@ -108,29 +158,31 @@ pub fn observed_from(granted: &[Observation], context: &Context, cleanup: bool, 
 /// A named object on the platform cluster that this provider made comes
 /// from the watch's store, and what `watched` answers (a blocked deletion's
 /// watches) from there; anything else is read from its cluster.
+#[allow(clippy::too_many_arguments)]
 pub async fn observe(
     reach: &Reach<'_>,
     stores: &Stores,
     watched: &(dyn Fn(&Observation) -> Option<Vec<Value>> + Sync),
-    granted: &[Observation],
+    granted: &Effective,
     context: &Context,
     cleanup: bool,
+    budget: &mut Budget,
     fetched: &mut Fetched,
 ) -> Result<Vec<Observed>, Error> {
     let mut observed = Vec::new();
-    for o in observations(granted, cleanup) {
+    for o in observations(&granted.observations, cleanup) {
         let Some(client) = reach.client(o.cluster) else { continue };
+        let annotations = granted.annotations(&o.id);
+        let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
         if let Some(objects) = watched(o) {
             let objects = objects.into_iter().filter(|obj| matches(o, context, obj));
-            observed.push(Observed {
-                id: o.id.clone(),
-                objects: objects.map(|obj| trim(obj, o.detail).to_string()).collect(),
-            });
+            let objects: Vec<String> = objects.map(|obj| trim(obj, o.detail, annotations).to_string()).collect();
+            budget.spend(&what(), objects.iter().map(String::len).sum())?;
+            observed.push(Observed { id: o.id.clone(), objects });
             continue;
         }
         let namespace = scope_namespace(&o.scope, context);
         let api = resource::dynamic_api(client, &resource::of_kind(&o.api), namespace);
-        let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
         let stored = match (&o.name, o.cluster) {
             (Some(name), Cluster::Platform) => stores.owned(&o.api.api_version(), &o.api.kind, namespace, name).found(),
             _ => None,
@@ -146,29 +198,62 @@ pub async fn observe(
                 Err(e) if kind_absent(&e) => Vec::new(),
                 Err(e) => return Err(Error::kube(what(), e)),
             },
-            (None, Detail::Full) => match api.list(&ListParams::default()).await {
-                Ok(list) => list.items.into_iter().map(|f| to_json(f, &what)).collect::<Result<_, _>>()?,
-                Err(e) if kind_absent(&e) => Vec::new(),
+            (None, detail) => list(&api, o, detail, annotations, budget, &what).await?,
+        };
+        let objects: Vec<String> =
+            objects.into_iter().map(|obj| trim(obj, o.detail, annotations).to_string()).collect();
+        if o.name.is_some() {
+            budget.spend(&what(), objects.iter().map(String::len).sum())?;
+        }
+        observed.push(Observed { id: o.id.clone(), objects });
+    }
+    Ok(observed)
+}
+
+/// Lists an observation a page at a time, trimmed as it goes, within the
+/// budget; an unserved kind lists nothing.
+async fn list(
+    api: &kube::Api<DynamicObject>,
+    o: &Observation,
+    detail: Detail,
+    annotations: &[String],
+    budget: &mut Budget,
+    what: &impl Fn() -> String,
+) -> Result<Vec<Value>, Error> {
+    let mut objects = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let (page, next) = match detail {
+            Detail::Full => match api.list(&params).await {
+                Ok(list) => {
+                    let next = list.metadata.continue_.clone();
+                    (list.items.into_iter().map(|f| to_json(f, what)).collect::<Result<Vec<_>, _>>()?, next)
+                }
+                Err(e) if kind_absent(&e) => return Ok(Vec::new()),
                 Err(e) => return Err(Error::kube(what(), e)),
             },
-            (None, Detail::Metadata) => match api.list_metadata(&ListParams::default()).await {
-                Ok(list) => list
-                    .items
-                    .into_iter()
-                    .map(|item| {
+            Detail::Metadata => match api.list_metadata(&params).await {
+                Ok(list) => {
+                    let next = list.metadata.continue_.clone();
+                    let items = list.items.into_iter().map(|item| {
                         json!({"apiVersion": o.api.api_version(), "kind": o.api.kind, "metadata": item.metadata})
-                    })
-                    .collect(),
-                Err(e) if kind_absent(&e) => Vec::new(),
+                    });
+                    (items.collect(), next)
+                }
+                Err(e) if kind_absent(&e) => return Ok(Vec::new()),
                 Err(e) => return Err(Error::kube(what(), e)),
             },
         };
-        observed.push(Observed {
-            id: o.id.clone(),
-            objects: objects.into_iter().map(|obj| trim(obj, o.detail).to_string()).collect(),
-        });
+        for object in page {
+            let object = trim(object, detail, annotations);
+            budget.spend(&what(), object.to_string().len())?;
+            objects.push(object);
+        }
+        match next.filter(|n| !n.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(objects),
+        }
     }
-    Ok(observed)
 }
 
 /// An object's place: cluster, apiVersion, kind, namespace, name.
@@ -284,12 +369,24 @@ mod tests {
     #[test]
     fn trimming_drops_managed_fields_and_keeps_metadata_only_when_asked() {
         let obj = json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "n", "managedFields": [{}]}, "spec": {"a": 1}});
-        let full = trim(obj.clone(), Detail::Full);
+        let full = trim(obj.clone(), Detail::Full, &[]);
         assert!(full["metadata"].get("managedFields").is_none());
         assert_eq!(full["spec"]["a"], 1);
-        let meta = trim(obj, Detail::Metadata);
+        let meta = trim(obj, Detail::Metadata, &[]);
         assert!(meta.get("spec").is_none());
         assert_eq!(meta["metadata"]["name"], "n");
+    }
+
+    #[test]
+    fn metadata_is_an_allow_list_and_annotations_come_only_by_name() {
+        let secret_data = r#"{"apiVersion":"v1","kind":"Secret","data":{"password":"c2VjcmV0"}}"#;
+        let obj = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "n", "labels": {"a": "b"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": secret_data, "team": "x"},
+            "selfLink": "/x", "resourceVersion": "7", "finalizers": ["f"]}});
+        let meta = trim(obj.clone(), Detail::Metadata, &[]);
+        assert_eq!(meta["metadata"], json!({"name": "n", "labels": {"a": "b"}, "finalizers": ["f"]}));
+        let named = trim(obj, Detail::Metadata, &["team".to_string()]);
+        assert_eq!(named["metadata"]["annotations"], json!({"team": "x"}));
     }
 
     #[test]
@@ -305,6 +402,7 @@ mod tests {
         let mut c = ctx();
         let thing = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": "a"}});
         let ids = |v: Vec<Observed>| v.into_iter().map(|o| (o.id, o.objects.len())).collect::<Vec<_>>();
+        let granted = Effective::granting(granted);
         assert_eq!(ids(observed_from(&granted, &c, false, std::slice::from_ref(&thing))), [("x".to_string(), 1)]);
         c.control_plane = Some(KubeconfigRef { namespace: "n".into(), name: "s".into(), key: "kubeconfig".into() });
         assert_eq!(

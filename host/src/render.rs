@@ -114,7 +114,7 @@ pub async fn render(planner: &Planner, request: &Request) -> Result<Value, Error
         key: KUBECONFIG_KEY.into(),
     });
     let context = gather::context(&instance, &provider_name, &request.pod_namespace, control_plane, None);
-    let observed = gather::observed_from(&planner.granted.observations, &context, request.deleting, &observed_objects);
+    let observed = gather::observed_from(&planner.granted, &context, request.deleting, &observed_objects);
     let input = gather::input(&object, provider_config.as_ref(), context, observed);
 
     let mut doc = json!({

@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use service_provider_host::grant::{Effective, Grant};
+use service_provider_host::grant::{COPY_SOURCE_LABEL, Effective, Grant};
 use service_provider_host::sandbox::Limits;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
@@ -75,9 +75,17 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         ("huge-output", "PluginError", "more than the limit of"),
         ("many-objects", "PluginError", "limit of 256 objects"),
         ("adopt", "Conflict", "does not take over objects it did not create"),
+        ("flux-cloud-identity", "CapabilityDenied", "field /spec/provider must be one of [\"generic\"]"),
+        (
+            "flux-service-account",
+            "CapabilityDenied",
+            "field /spec/serviceAccountName is not one the plugin grant allows",
+        ),
+        ("flux-foreign-source", "CapabilityDenied", "field /spec/chartRef must refer to an object of the same plan"),
+        ("copy-kind", "CapabilityDenied", "field /spec/secretRef/name must be one of []"),
     ];
     let mut names: Vec<&str> = attacks.iter().map(|a| a.0).collect();
-    names.extend(["healthy-1", "read-secrets"]);
+    names.extend(["healthy-1", "read-secrets", "read-annotations", "url-delete-collection"]);
     let mut f = Fixture::new(options(&names)).await;
     source_secrets(&f).await;
 
@@ -93,6 +101,47 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     .unwrap();
     f.flux_objects("HelmRelease", "adopt").create(&PostParams::default(), &admins).await.expect("admin's release");
 
+    // A Secret an admin keeps in a tenant namespace, whose name a ConfigMap
+    // copy takes; the ConfigMap source is allowed (labelled).
+    let foreign = Secret {
+        metadata: ObjectMeta { name: Some(hostile_plugin::FOREIGN_SECRET.into()), ..Default::default() },
+        string_data: Some([("password".to_string(), "platform-secret-material".to_string())].into()),
+        ..Default::default()
+    };
+    let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.tenant("copy-kind"));
+    secrets.create(&PostParams::default(), &foreign).await.expect("the admin's Secret");
+    let settings = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(hostile_plugin::CONFIG_MAP_SOURCE.into()),
+            labels: Some([(COPY_SOURCE_LABEL.to_string(), f.provider.clone())].into()),
+            ..Default::default()
+        },
+        data: Some([("a".to_string(), "b".to_string())].into()),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(f.platform.clone(), &f.pod_ns)
+        .create(&PostParams::default(), &settings)
+        .await
+        .expect("a ConfigMap copy source");
+    // A Secret on the ControlPlane applied with kubectl: its
+    // last-applied-configuration annotation holds its data.
+    let applied = r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"applied","namespace":"default"},"stringData":{"token":"s3cr3t-token"}}"#;
+    let applied_secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("applied".into()),
+            annotations: Some(
+                [("kubectl.kubernetes.io/last-applied-configuration".to_string(), applied.to_string())].into(),
+            ),
+            ..Default::default()
+        },
+        string_data: Some([("token".to_string(), "s3cr3t-token".to_string())].into()),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(f.control_plane.clone(), "default")
+        .create(&PostParams::default(), &applied_secret)
+        .await
+        .expect("a kubectl-applied Secret on the ControlPlane");
+
     let hostile = plugins::load(HOSTILE, Limits::default());
     // What the plugin asked for and the default grant does not give: never
     // made or requested, and said so at start-up.
@@ -102,7 +151,9 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     {
         assert!(refused.contains(expected), "{expected} not reported in: {refused}");
     }
-    assert!(granted.observations.is_empty() && !granted.workload_cluster);
+    let observed: Vec<&str> = granted.observations.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(observed, ["cp-secrets"], "metadata on the ControlPlane only");
+    assert!(!granted.workload_cluster);
 
     f.start_operator_with(hostile).await;
     for name in &names {
@@ -117,9 +168,31 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         assert!(message.contains(words), "{name}: {message}");
         f.wait_event(name, "Warning", reason).await;
     }
-    // Secret data never reached the sandbox, so it cannot be in a status.
+    // Secret data never reached the sandbox, so it cannot be in a status:
+    // neither as an observation of Secrets nor through an annotation.
     let seen = f.wait_kro("read-secrets", "its report", |k| ready(k)["reason"] == "Observed").await;
     assert_eq!(ready(&seen)["message"], "observed secrets: none (not observed)");
+    let seen = f.wait_kro("read-annotations", "its report", |k| ready(k)["reason"] == "Observed").await;
+    let message = ready(&seen)["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("\"applied\""), "the Secret's metadata was observed: {message}");
+    assert!(!message.contains("s3cr3t") && !message.contains("last-applied"), "no annotation data: {message}");
+
+    // A plural that ends the path would have turned the deletion of the
+    // plugin's own HelmRelease into a delete-collection of the namespace.
+    let doomed_tenant = f.tenant("url-delete-collection");
+    f.wait_ready("url-delete-collection").await;
+    let admins_release = json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "admin-release", "namespace": doomed_tenant},
+        "spec": {"interval": "5m", "chartRef": {"kind": "OCIRepository", "name": "mine"}},
+    });
+    let releases = f.flux_objects("HelmRelease", "url-delete-collection");
+    releases.create(&PostParams::default(), &serde_json::from_value(admins_release).unwrap()).await.unwrap();
+    f.delete_kro("url-delete-collection").await;
+    let condition = ready_condition(&f, "url-delete-collection", "PluginError").await;
+    assert!(condition["message"].as_str().unwrap().contains("plural \"helmreleases#\""), "{condition}");
+    assert!(releases.get_opt("admin-release").await.unwrap().is_some(), "the admin's HelmRelease is still there");
+    assert!(releases.get_opt(hostile_plugin::OWN_RELEASE).await.unwrap().is_some(), "nothing was deleted");
 
     // Nothing was written, copied or taken over anywhere.
     let cp = f.control_plane.clone();
@@ -145,6 +218,12 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     let releases = f.flux_objects("HelmRelease", "grant-release-platform");
     assert!(releases.get_opt("hostile").await.unwrap().is_none(), "no HelmRelease into the platform");
     assert!(f.kroes().get_opt("someone-elses").await.unwrap().is_none(), "no service object written");
+    for name in ["flux-cloud-identity", "flux-service-account", "copy-kind"] {
+        let sources = f.flux_objects("OCIRepository", name);
+        assert!(sources.get_opt("x").await.unwrap().is_none(), "{name}: no OCIRepository applied");
+    }
+    let copies: Api<ConfigMap> = Api::namespaced(f.platform.clone(), &f.tenant("copy-kind"));
+    assert!(copies.get_opt(hostile_plugin::FOREIGN_SECRET).await.unwrap().is_none(), "no ConfigMap copy made");
     let admins = f.flux_objects("HelmRelease", "adopt").get("admin-release").await.unwrap();
     assert_eq!(admins.metadata.labels.unwrap_or_default().len(), 1, "the admin's release was not taken over");
     assert_eq!(admins.data["spec"]["interval"], "5m");

@@ -14,15 +14,27 @@
 //! | `bad-labels` | return labels that are a string |
 //! | `hoard`, `huge-output`, `many-objects` | exhaust memory, output size, object count |
 //! | `adopt` | take over a HelmRelease someone else made |
+//! | `url-delete-collection` | deploy, then delete through a plural that ends the path (`helmreleases#`): a delete-collection |
+//! | `flux-cloud-identity`, `flux-service-account` | pull with source-controller's cloud identity or a ServiceAccount's pull secrets |
+//! | `flux-foreign-source` | install a chart from a source the plan did not make |
+//! | `copy-kind` | copy a ConfigMap under the name of a foreign Secret, then use that name as a `secretRef` |
+//! | `read-annotations` | echo the annotations of the ControlPlane's Secrets (metadata only) into its status |
 
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{
     Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Crd, Descriptor, DesiredObject,
-    Detail, Input, NamespaceScope, ObjectCopy, Observation, Plan, PlanError, PolicyRule, Provider, ServiceStatus,
-    Stage, Teardown,
+    Detail, Input, NamespaceScope, ObjectCopy, ObjectRef, Observation, Plan, PlanError, PolicyRule, Provider,
+    ServiceStatus, Stage, Teardown,
 };
 
 pub struct Hostile;
+
+/// The ConfigMap the `copy-kind` attack copies (labelled as a copy source
+/// by the test), and the foreign Secret whose name its copy takes.
+pub const CONFIG_MAP_SOURCE: &str = "settings";
+pub const FOREIGN_SECRET: &str = "admin-credentials";
+/// Where the `url-delete-collection` attack's own HelmRelease lives.
+pub const OWN_RELEASE: &str = "own-release";
 
 /// Where the `exec-kubeconfig` attack's command would leave its mark.
 pub const EXEC_MARKER: &str = "/tmp/sp-host-hostile-plugin-exec-ran";
@@ -58,6 +70,20 @@ fn status(ready: bool, message: String) -> ServiceStatus {
         }],
         resources: None,
     }
+}
+
+fn oci_repository() -> ApiKind {
+    kind("source.toolkit.fluxcd.io", "v1", "OCIRepository", "ocirepositories", true)
+}
+
+/// An OCIRepository in the tenant namespace, with more in `spec`.
+fn source(name: &str, tenant: &str, more: Value) -> Value {
+    let mut spec = json!({"interval": "1m", "url": "oci://registry.example/charts/x", "ref": {"tag": "1.0.0"}});
+    spec.as_object_mut().expect("an object").extend(more.as_object().cloned().unwrap_or_default());
+    json!({
+        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository",
+        "metadata": {"name": name, "namespace": tenant}, "spec": spec,
+    })
 }
 
 /// A HelmRelease in the tenant namespace, installing through `kubeconfig`
@@ -118,16 +144,28 @@ impl Provider for Hostile {
                 ),
                 capability(Onboarding, kind(group, "v1alpha1", "Kro", "kroes", true), ClusterScoped),
                 capability(Platform, kind("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", true), Tenant),
+                capability(Platform, oci_repository(), Tenant),
             ],
-            observations: vec![Observation {
-                id: "all-secrets".into(),
-                cluster: Platform,
-                api: secret,
-                scope: ClusterScoped,
-                name: None,
-                stage: Stage::Always,
-                detail: Detail::Full,
-            }],
+            observations: vec![
+                Observation {
+                    id: "all-secrets".into(),
+                    cluster: Platform,
+                    api: secret.clone(),
+                    scope: ClusterScoped,
+                    name: None,
+                    stage: Stage::Always,
+                    detail: Detail::Full,
+                },
+                Observation {
+                    id: "cp-secrets".into(),
+                    cluster: ControlPlane,
+                    api: secret,
+                    scope: ClusterScoped,
+                    name: None,
+                    stage: Stage::Reconcile,
+                    detail: Detail::Metadata,
+                },
+            ],
             ..Descriptor::new(
                 "hostile",
                 kind(group, "v1alpha1", "Kro", "kroes", true),
@@ -216,14 +254,56 @@ impl Provider for Hostile {
             "many-objects" => objects.extend((0..1000).map(|i| {
                 object(ControlPlane, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("n{i}")}}))
             })),
-            "adopt" => objects.push(object(Platform, helm_release("admin-release", tenant, Some(&cp_secret)))),
+            "adopt" => {
+                objects.push(object(Platform, source("x", tenant, json!({}))));
+                objects.push(object(Platform, helm_release("admin-release", tenant, Some(&cp_secret))));
+            }
+            "url-delete-collection" => {
+                objects.push(object(Platform, source("x", tenant, json!({}))));
+                objects.push(object(Platform, helm_release(OWN_RELEASE, tenant, Some(&cp_secret))));
+            }
+            "flux-cloud-identity" => objects.push(object(Platform, source("x", tenant, json!({"provider": "aws"})))),
+            "flux-service-account" => {
+                objects.push(object(Platform, source("x", tenant, json!({"serviceAccountName": "default"}))))
+            }
+            "flux-foreign-source" => {
+                let mut release = helm_release("foreign", tenant, Some(&cp_secret));
+                release["spec"]["chartRef"]["name"] = json!("admin-source");
+                objects.push(object(Platform, release));
+            }
+            "copy-kind" => {
+                copies.push(ObjectCopy::config_map(CONFIG_MAP_SOURCE, Platform, tenant, FOREIGN_SECRET));
+                let secret_ref = json!({"secretRef": {"name": FOREIGN_SECRET}});
+                objects.push(object(Platform, source("x", tenant, secret_ref)));
+            }
+            "read-annotations" => {
+                let seen = input.observed("cp-secrets").unwrap_or_default();
+                let annotations: Vec<String> = seen
+                    .iter()
+                    .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+                    .map(|o| format!("{} {}", o["metadata"]["name"], o["metadata"]["annotations"]))
+                    .collect();
+                ready = (false, format!("observed annotations: {}", annotations.join(" | ")));
+            }
             other => ready = (false, format!("no attack is named {other:?}")),
         }
         Ok(Plan { objects, copies, status: status(ready.0, ready.1), requeue_after_seconds: 60 })
     }
 
-    fn cleanup(_input: &Input) -> Result<CleanupPlan, PlanError> {
-        Ok(CleanupPlan::Teardown(Teardown { objects: vec![], copies: vec![], resources: None }))
+    fn cleanup(input: &Input) -> Result<CleanupPlan, PlanError> {
+        let service: Value = serde_json::from_str(&input.object).map_err(|e| PlanError::Transient(e.to_string()))?;
+        let mut objects = Vec::new();
+        if service.pointer("/metadata/name").and_then(Value::as_str) == Some("url-delete-collection") {
+            objects.push(ObjectRef {
+                cluster: Cluster::Platform,
+                api_version: "helm.toolkit.fluxcd.io/v2".into(),
+                kind: "HelmRelease".into(),
+                plural: "helmreleases#".into(),
+                namespace: Some(input.context.tenant_namespace.clone()),
+                name: OWN_RELEASE.into(),
+            });
+        }
+        Ok(CleanupPlan::Teardown(Teardown { objects, copies: vec![], resources: None }))
     }
 }
 
