@@ -62,14 +62,14 @@ pub async fn install_crds(
         };
         let crd = parse_crd(&declared.manifest, declared.cluster)?;
         let name = crd.metadata.name.clone().unwrap_or_default();
-        if let Some(refusal) = hard::crd(&crd.spec.group, &granted.own) {
-            let what = format!("installing CRD {name}");
-            return Err(Error::Denied(Denial::new(refusal.rule, what, refusal.reason)));
-        }
+        check_crd(&crd, &granted.own)?;
         let api = Api::<CustomResourceDefinition>::all(client.clone());
-        api.patch(&name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&crd))
-            .await
-            .map_err(|e| Error::kube(format!("installing CRD {name} on the {} cluster", declared.cluster), e))?;
+        let place = format!("CRD {name} on the {} cluster", declared.cluster);
+        let live = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?;
+        if let Some(live) = &live {
+            not_taken_over(live, &place)?;
+        }
+        install(&api, &crd, field_manager, &place).await?;
         tokio::time::timeout(Duration::from_secs(60), await_condition(api, &name, conditions::is_crd_established()))
             .await
             .map_err(|_| Error::Timeout(format!("CRD {name} was not established within 60s")))?
@@ -77,6 +77,68 @@ pub async fn install_crds(
         info!(crd = %name, cluster = %declared.cluster, "CRD installed");
     }
     Ok(())
+}
+
+/// The field managers whose names mark the host's own writes (every
+/// provider's: `service-provider-host/<provider>`).
+pub const FIELD_MANAGER_PREFIX: &str = "service-provider-host";
+
+/// Refuses a CRD the plugin may not install: not of its own groups or not
+/// listed in its grant's identity ([`hard::crd`]), or converted by a
+/// webhook (which would see every object of the kind, on every cluster
+/// the CRD is installed on).
+pub fn check_crd(crd: &CustomResourceDefinition, own: &hard::Own) -> Result<(), Error> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    let what = || format!("installing CRD {name}");
+    if let Some(refusal) = hard::crd(&name, &crd.spec.group, own) {
+        return Err(Error::Denied(Denial::new(refusal.rule, what(), refusal.reason)));
+    }
+    if crd.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook") {
+        let reason = "a conversion webhook would see every object of the kind";
+        return Err(Error::Denied(Denial::new("no-conversion-webhooks", what(), reason)));
+    }
+    Ok(())
+}
+
+/// Refuses to install over a CRD that exists and that no writer of the
+/// host's ever wrote: the host never takes over what another field manager
+/// installed (Flux's CRDs, say). The API server's own status writes do not
+/// count.
+pub fn not_taken_over(live: &CustomResourceDefinition, place: &str) -> Result<(), Error> {
+    let writers: Vec<&str> = live
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|m| m.manager.as_deref())
+        .collect();
+    if writers.is_empty() || writers.iter().any(|m| m.starts_with(FIELD_MANAGER_PREFIX)) {
+        return Ok(());
+    }
+    Err(Error::Conflict(format!(
+        "{place} exists and was installed by {}, not by this host; it is never taken over: remove it, or rename the plugin's",
+        writers.join(", ")
+    )))
+}
+
+/// Server-side applies a CRD without forcing: a field another manager
+/// took since is a conflict the operator must resolve, not something to
+/// take from them.
+pub async fn install(
+    api: &Api<CustomResourceDefinition>,
+    crd: &CustomResourceDefinition,
+    field_manager: &str,
+    place: &str,
+) -> Result<(), Error> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    match api.patch(&name, &PatchParams::apply(field_manager), &Patch::Apply(crd)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_conflict() => {
+            Err(Error::Conflict(format!("installing {place}: another field manager owns what it sets: {}", s.message)))
+        }
+        Err(e) => Err(Error::kube(format!("installing {place}"), e)),
+    }
 }
 
 /// Registers the service kind in `ServiceProvider/<name>.status.resources`,

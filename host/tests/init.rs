@@ -34,12 +34,22 @@ async fn run_init_at(kubeconfig: &std::path::Path, pod_ns: &str, provider: &str,
 }
 
 fn init_command(kubeconfig: &std::path::Path, pod_ns: &str, provider: &str, args: &[&str]) -> Command {
+    init_command_for(&plugin(), kubeconfig, pod_ns, provider, args)
+}
+
+fn init_command_for(
+    plugin: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    pod_ns: &str,
+    provider: &str,
+    args: &[&str],
+) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_service-provider-host"));
     cmd.args(["init", "--environment", "test", "--provider-name", provider, "-v", "DEBUG"])
         .args(["--onboarding-timeout-seconds", "60"])
         .args(args)
         .arg("--plugin")
-        .arg(plugin())
+        .arg(plugin)
         .env("KUBECONFIG", kubeconfig)
         .env("POD_NAMESPACE", pod_ns)
         .env_remove("ONBOARDING_KUBECONFIG");
@@ -168,6 +178,97 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     assert!(!missing.status.success(), "init must fail without its ServiceProvider");
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(stderr.contains("ServiceProvider no-such-provider"), "{stderr}");
+    simulator.stop().await;
+}
+
+async fn output(mut cmd: Command) -> (bool, String) {
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.expect("joined");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).to_string())
+}
+
+/// A plugin that claims kro's name, Flux's group and a CRD over Flux's (with
+/// a conversion webhook) is refused before it touches a cluster, under the
+/// built-in grant and under a grant that pins exactly what it claims; Flux's
+/// CRD stays Flux's; its kind read through another kind's plural is
+/// refused against discovery; and `init` of the real kro plugin never takes
+/// over a CRD another field manager installed.
+#[tokio::test]
+async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
+    let (platform, onboarding, third_party) = tokio::join!(
+        Cluster::start(ClusterOptions::new("platform")),
+        Cluster::start(ClusterOptions::new("onboarding")),
+        tokio::task::spawn_blocking(crds::third_party_crds),
+    );
+    let (platform, onboarding) = (platform.expect("platform"), onboarding.expect("onboarding"));
+    let platform_client = platform.client().await.unwrap();
+    let onboarding_client = onboarding.client().await.unwrap();
+    let platform_crds: Vec<_> =
+        third_party.unwrap().expect("CRDs").into_iter().filter(|c| c.purpose == Some(Purpose::Platform)).collect();
+    crds::install(&platform_client, &platform_crds, Duration::from_secs(60)).await.expect("openmcp and Flux CRDs");
+    let crd_api = Api::<CustomResourceDefinition>::all(platform_client.clone());
+    let flux_before = crd_api.get(impostor_plugin::FLUX_CRD_NAME).await.expect("Flux's CRD");
+    let pod_ns = unique("provider");
+    let ns =
+        Namespace { metadata: ObjectMeta { name: Some(pod_ns.clone()), ..Default::default() }, ..Default::default() };
+    Api::<Namespace>::all(platform_client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let impostor = plugin_path(plugins::IMPOSTOR);
+    let kubeconfig = platform.kubeconfig_path();
+
+    // The built-in grant pins kro's identity for the name "kro".
+    let (ok, stderr) = output(init_command_for(&impostor, &kubeconfig, &pod_ns, "kro", &[])).await;
+    assert!(!ok, "the impostor was loaded: {stderr}");
+    for words in ["is not what the plugin grant pins", "ProviderConfig kind", impostor_plugin::FLUX_CRD_NAME] {
+        assert!(stderr.contains(words), "{words:?} in {stderr}");
+    }
+    // A grant that pins exactly what it claims is itself refused.
+    let claimed = plugins::load(plugins::IMPOSTOR, service_provider_host::sandbox::Limits::default());
+    let mut grant: serde_json::Value = serde_saphyr::from_str(service_provider_host::grant::DEFAULT).unwrap();
+    grant["identities"] = json!([{
+        "plugin": "kro",
+        "service": {"group": claimed.descriptor().service.group, "kind": "Kro"},
+        "providerConfig": {"group": claimed.descriptor().provider_config.group, "kind": "ProviderConfig"},
+        "finalizer": claimed.descriptor().finalizer,
+        "crds": [impostor_plugin::FLUX_CRD_NAME],
+    }]);
+    let grant_file = std::env::temp_dir().join(unique("impostor-grant.json"));
+    std::fs::write(&grant_file, grant.to_string()).unwrap();
+    let args = ["--plugin-grant", grant_file.to_str().unwrap()];
+    let (ok, stderr) = output(init_command_for(&impostor, &kubeconfig, &pod_ns, "kro", &args)).await;
+    assert!(!ok && stderr.contains("belongs to Kubernetes, Flux or openmcp"), "{stderr}");
+    let flux_after = crd_api.get(impostor_plugin::FLUX_CRD_NAME).await.unwrap();
+    assert_eq!(flux_after.metadata.resource_version, flux_before.metadata.resource_version, "Flux's CRD untouched");
+    assert!(flux_after.spec.conversion.is_none_or(|c| c.strategy != "Webhook"));
+
+    // Its ConfigMaps read through `secrets`, checked against discovery.
+    let err = service_provider_host::operator::kinds::check(claimed.descriptor(), &platform_client, &onboarding_client)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"secrets\" is the plural of Secret") && err.contains("plural-of-kind"), "{err}");
+
+    // The real kro plugin: its Kro CRD is already there, installed by
+    // someone else. init refuses to take it over, and leaves it as it was.
+    let kro_crd = crds::project_crds()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name == "kroes.kro.services.open-control-plane.io")
+        .expect("the project's Kro CRD");
+    let onboarding_crds = Api::<CustomResourceDefinition>::all(onboarding_client.clone());
+    let params = PatchParams::apply("someone-else");
+    onboarding_crds.patch(&kro_crd.name, &params, &Patch::Apply(&kro_crd.manifest)).await.expect("someone's CRD");
+    let simulator = OpenMcpSimulator::start(
+        &platform,
+        &onboarding,
+        SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], ..Default::default() },
+    );
+    let provider = unique("kro");
+    let args = ["--register-service-kind=false"];
+    let (ok, stderr) = output(init_command_for(&plugin(), &kubeconfig, &pod_ns, &provider, &args)).await;
+    assert!(!ok && stderr.contains("was installed by someone-else") && stderr.contains("never taken over"), "{stderr}");
+    let after = onboarding_crds.get(&kro_crd.name).await.unwrap();
+    let managers: Vec<String> =
+        after.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
+    assert!(!managers.iter().any(|m| m.starts_with("service-provider-host")), "their CRD untouched: {managers:?}");
     simulator.stop().await;
 }
 

@@ -56,7 +56,7 @@ fn setup() -> (Descriptor, Effective, Context) {
         control_plane: Some(KubeconfigRef { namespace: "x".into(), name: "k".into(), key: "kubeconfig".into() }),
         workload: None,
     };
-    let granted = Effective::new(&descriptor, grant).expect("grant fits");
+    let granted = Effective::new(&descriptor, grant.pinning(&descriptor)).expect("grant fits");
     (descriptor, granted, context)
 }
 

@@ -7,16 +7,14 @@
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use service_provider_sdk::contract::{Cluster, Descriptor};
 
 use super::{Change, contains};
 use crate::Error;
-use crate::grant::Denial;
-use crate::grant::hard::{self, Own};
-use crate::init::parse_crd;
+use crate::grant::hard::Own;
+use crate::init::{check_crd, install, not_taken_over, parse_crd};
 
 /// Applies the plugin's CRDs for `cluster` (unless they already are as
 /// declared) and waits until each is established.
@@ -31,20 +29,19 @@ pub async fn ensure(
     for declared in descriptor.crds.iter().filter(|c| c.cluster == cluster) {
         let crd = parse_crd(&declared.manifest, cluster)?;
         let name = crd.metadata.name.clone().unwrap_or_default();
-        if let Some(refusal) = hard::crd(&crd.spec.group, own) {
-            return Err(Error::Denied(Denial::new(refusal.rule, format!("installing CRD {name}"), refusal.reason)));
-        }
+        check_crd(&crd, own)?;
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         let what = |verb: &str| format!("{verb} CRD {name} on the {cluster} cluster");
         let live = api.get_opt(&name).await.map_err(|e| Error::kube(what("reading"), e))?;
+        if let Some(live) = &live {
+            not_taken_over(live, &format!("CRD {name} on the {cluster} cluster"))?;
+        }
         let desired = serde_json::to_value(&crd).map_err(|e| Error::json(what("encoding"), e))?;
         let current = live.map(serde_json::to_value).transpose().map_err(|e| Error::json(what("reading"), e))?;
         if current.is_some_and(|live| contains(&live, &desired)) {
             continue;
         }
-        api.patch(&name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&crd))
-            .await
-            .map_err(|e| Error::kube(what("installing"), e))?;
+        install(&api, &crd, field_manager, &format!("CRD {name} on the {cluster} cluster")).await?;
         tokio::time::timeout(Duration::from_secs(60), await_condition(api, &name, conditions::is_crd_established()))
             .await
             .map_err(|_| Error::Timeout(format!("CRD {name} was not established within 60s")))?

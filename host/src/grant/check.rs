@@ -278,7 +278,8 @@ mod tests {
 
     fn effective() -> Effective {
         let kind = ApiKind::new("kro.example", "v1", "Kro", "kroes", true);
-        Effective::new(&Descriptor::new("kro", kind.clone(), kind, "f"), Grant::default_grant()).unwrap()
+        let descriptor = Descriptor::new("kro", kind.clone(), kind, "f");
+        Effective::new(&descriptor, Grant::default_grant().pinning(&descriptor)).unwrap()
     }
 
     fn context() -> Context {

@@ -36,6 +36,19 @@ impl Effective {
         if let Some(name) = grant.plugin.as_deref().filter(|n| *n != descriptor.name) {
             return Err(GrantError::OtherPlugin { granted: name.to_string(), plugin: descriptor.name.clone() });
         }
+        let plugin = || descriptor.name.clone();
+        let identity =
+            grant.identities.iter().find(|i| i.plugin == descriptor.name).ok_or_else(|| GrantError::NoIdentity {
+                plugin: plugin(),
+                pinned: grant.identities.iter().map(|i| i.plugin.clone()).collect(),
+            })?;
+        if let Some(why) = identity.invalid() {
+            return Err(GrantError::Identity { plugin: plugin(), found: vec![format!("the grant's identity: {why}")] });
+        }
+        let found = identity.mismatches(descriptor);
+        if !found.is_empty() {
+            return Err(GrantError::Identity { plugin: plugin(), found });
+        }
         let mut refused = Vec::new();
         let observations = descriptor
             .observations
@@ -72,13 +85,7 @@ impl Effective {
             workload_rules =
                 granted_rules("workload", &descriptor.access.workload_rules, &grant.token_rules.workload, &mut refused);
         }
-        let own = Own::of(descriptor);
-        for crd in &descriptor.crds {
-            let group = crd_group(&crd.manifest);
-            if let Some(r) = hard::crd(&group, &own) {
-                refused.push(format!("CRD of group {group:?}: {} (rule {})", r.reason, r.rule));
-            }
-        }
+        let own = Own::of(descriptor, &identity.crds);
         Ok(Effective {
             grant,
             own,
@@ -101,16 +108,9 @@ impl Effective {
     pub fn granting(observations: Vec<Observation>) -> Effective {
         let kind = service_provider_sdk::contract::ApiKind::new("test.example", "v1", "Test", "tests", true);
         let descriptor = Descriptor::new("test", kind.clone(), kind, "test.example/finalizer");
-        Effective { observations, ..Effective::new(&descriptor, Grant::default()).expect("no plugin named") }
+        let grant = Grant { identities: vec![super::Identity::of(&descriptor)], ..Grant::default() };
+        Effective { observations, ..Effective::new(&descriptor, grant).expect("the identity is the descriptor's") }
     }
-}
-
-/// The `spec.group` of a CRD manifest (YAML or JSON text); empty if unreadable.
-pub fn crd_group(manifest: &str) -> String {
-    serde_saphyr::from_str::<serde_json::Value>(manifest)
-        .ok()
-        .and_then(|v| v.pointer("/spec/group").and_then(|g| g.as_str()).map(str::to_string))
-        .unwrap_or_default()
 }
 
 fn observation_refusal(o: &Observation, grant: &Grant) -> Option<String> {
@@ -245,14 +245,13 @@ mod tests {
                 workload_cluster: true,
                 workload_rules: vec![PolicyRule::new(&[""], &["configmaps"], &["get"])],
             },
-            crds: vec![Crd { cluster: Cluster::Platform, manifest: "spec:\n  group: evil.io\n".into() }],
             ..Descriptor::new("kro", service.clone(), kind("kro.example", "ProviderConfig", false), "f")
         }
     }
 
     #[test]
     fn the_default_grant_gives_what_a_flux_provider_needs_and_nothing_more() {
-        let e = Effective::new(&descriptor(), Grant::default_grant()).unwrap();
+        let e = Effective::new(&descriptor(), Grant::default_grant().pinning(&descriptor())).unwrap();
         let ids: Vec<&str> = e.observations.iter().map(|o| o.id.as_str()).collect();
         assert_eq!(ids, ["flux", "rgds"]);
         assert_eq!(e.control_plane_rules, [PolicyRule::new(&["apps"], &["deployments"], &["get", "create"])]);
@@ -266,7 +265,6 @@ mod tests {
             "\"cp-configmaps\"",
             "no-wildcard-tokens",
             "workload cluster",
-            "no-foreign-crds",
         ] {
             assert!(refused.contains(expected), "{expected} in {refused}");
         }
@@ -285,11 +283,39 @@ mod tests {
             detail: Detail::Full,
             annotations: vec![],
         });
-        let e = Effective::new(&descriptor(), grant).unwrap();
+        let e = Effective::new(&descriptor(), grant.pinning(&descriptor())).unwrap();
         assert!(e.workload_cluster);
         assert_eq!(e.workload_rules.len(), 1);
         let ids: Vec<&str> = e.observations.iter().map(|o| o.id.as_str()).collect();
         assert!(!ids.contains(&"secrets") && !ids.contains(&"all-releases"), "{ids:?}");
+    }
+
+    #[test]
+    fn a_plugin_is_only_what_the_grant_pins() {
+        // The built-in grant pins guest-kro's identity for "kro": this
+        // descriptor claims another service group under that name.
+        let err = Effective::new(&descriptor(), Grant::default_grant()).unwrap_err().to_string();
+        assert!(err.contains("its service kind is Kro of \"kro.example\", the grant pins Kro of"), "{err}");
+        assert!(err.contains("its finalizer is \"f\""), "{err}");
+        let mut unknown = descriptor();
+        unknown.name = "third-party".into();
+        let err = Effective::new(&unknown, Grant::default_grant()).unwrap_err().to_string();
+        assert!(
+            err.contains("pins no identity for plugin \"third-party\"") && err.contains("\"kro\", \"flux\""),
+            "{err}"
+        );
+        let mut crd = descriptor();
+        crd.crds = vec![Crd {
+            cluster: Cluster::Platform,
+            manifest: "metadata: {name: things.evil.io}\nspec: {group: evil.io}\n".into(),
+        }];
+        let err = Effective::new(&crd, Grant::default_grant().pinning(&descriptor())).unwrap_err().to_string();
+        assert!(err.contains("CRD \"things.evil.io\""), "{err}");
+        let mut flux_group = descriptor();
+        flux_group.provider_config.group = "source.toolkit.fluxcd.io".into();
+        let grant = Grant::default_grant().pinning(&flux_group);
+        let err = Effective::new(&flux_group, grant).unwrap_err().to_string();
+        assert!(err.contains("belongs to Kubernetes, Flux or openmcp"), "{err}");
     }
 
     #[test]

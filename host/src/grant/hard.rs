@@ -25,16 +25,21 @@ fn refuse(rule: &'static str, reason: impl Into<String>) -> Option<Refusal> {
 }
 
 /// What is the plugin's own: the groups and kinds of its service and
-/// ProviderConfig.
+/// ProviderConfig, and the CRDs its grant's identity lists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Own {
     pub service: ApiKind,
     pub provider_config: ApiKind,
+    pub crds: Vec<String>,
 }
 
 impl Own {
-    pub fn of(descriptor: &Descriptor) -> Own {
-        Own { service: descriptor.service.clone(), provider_config: descriptor.provider_config.clone() }
+    pub fn of(descriptor: &Descriptor, crds: &[String]) -> Own {
+        Own {
+            service: descriptor.service.clone(),
+            provider_config: descriptor.provider_config.clone(),
+            crds: crds.to_vec(),
+        }
     }
 
     fn group(&self, group: &str) -> bool {
@@ -92,7 +97,7 @@ pub fn write(target: &Target, own: &Own, tenant: &str) -> Option<Refusal> {
     }
     if group == "apiextensions.k8s.io" && kind == "CustomResourceDefinition" {
         let crd_group = name.split_once('.').map_or("", |(_, g)| g);
-        if let Some(refusal) = crd(crd_group, own) {
+        if let Some(refusal) = crd(name, crd_group, own) {
             return Some(refusal);
         }
     }
@@ -181,10 +186,14 @@ pub fn token_rule(rule: &PolicyRule) -> Option<Refusal> {
     None
 }
 
-/// Rules for the CRDs a plugin brings for `init` to install.
-pub fn crd(group: &str, own: &Own) -> Option<Refusal> {
-    if !own.group(group) {
+/// Rules for the CRDs a plugin installs (`init`, or on a tenant's
+/// cluster): of its own groups, and listed in its grant's identity.
+pub fn crd(name: &str, group: &str, own: &Own) -> Option<Refusal> {
+    if !own.group(group) || !name.ends_with(&format!(".{group}")) {
         return refuse("no-foreign-crds", format!("a plugin may only bring CRDs of its own groups, not of {group:?}"));
+    }
+    if !own.crds.iter().any(|c| c == name) {
+        return refuse("no-foreign-crds", format!("CRD {name} is not one the plugin grant's identity lists"));
     }
     None
 }
@@ -197,6 +206,7 @@ mod tests {
         Own {
             service: ApiKind::new("kro.example", "v1", "Kro", "kroes", true),
             provider_config: ApiKind::new("kro.example", "v1", "ProviderConfig", "providerconfigs", false),
+            crds: vec!["things.kro.example".into()],
         }
     }
 
@@ -298,8 +308,9 @@ mod tests {
         assert!(token_rule(&PolicyRule::new(&["*"], &["pods"], &["get"])).is_some());
         assert!(token_rule(&PolicyRule::new(&[""], &["*"], &["get"])).is_some());
         assert!(token_rule(&PolicyRule::new(&["rbac.authorization.k8s.io"], &["clusterroles"], &["*"])).is_none());
-        assert!(crd("kro.example", &own()).is_none());
-        assert!(crd("evil.io", &own()).is_some());
+        assert!(crd("things.kro.example", "kro.example", &own()).is_none());
+        assert!(crd("others.kro.example", "kro.example", &own()).is_some(), "not listed in the identity");
+        assert!(crd("things.evil.io", "evil.io", &own()).is_some());
         assert_eq!(copy_target(Cluster::Platform, "pods", "mcp--t").unwrap().rule, "tenant-namespace-only");
         assert_eq!(copy_target(Cluster::ControlPlane, "kube-system", "mcp--t").unwrap().rule, "no-system-namespaces");
         assert!(copy_target(Cluster::ControlPlane, "kro-system", "mcp--t").is_none());

@@ -19,6 +19,7 @@
 pub mod check;
 pub mod effective;
 pub mod hard;
+pub mod identity;
 
 use std::path::Path;
 
@@ -29,6 +30,7 @@ use service_provider_sdk::contract::{Cluster, PolicyRule};
 
 pub use check::Denial;
 pub use effective::Effective;
+pub use identity::Identity;
 
 /// A grant that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +45,14 @@ pub enum GrantError {
     Parse { path: PathBuf, message: String },
     #[error("the plugin grant is for plugin {granted:?}, but the plugin is {plugin:?}")]
     OtherPlugin { granted: String, plugin: String },
+    #[error(
+        "the plugin grant pins no identity for plugin {plugin:?} (it pins {pinned:?}): a plugin is refused until \
+         the platform operator's grant names its service kind, ProviderConfig kind, finalizer and CRDs \
+         (identities in --plugin-grant)"
+    )]
+    NoIdentity { plugin: String, pinned: Vec<String> },
+    #[error("plugin {plugin:?} is not what the plugin grant pins: {}", found.join("; "))]
+    Identity { plugin: String, found: Vec<String> },
 }
 
 /// The built-in grant.
@@ -56,6 +66,10 @@ pub struct Grant {
     /// grant written for one plugin is not silently used for another.
     #[serde(default)]
     pub plugin: Option<String>,
+    /// Who each plugin this grant serves is (by name); a plugin without
+    /// one is refused.
+    #[serde(default)]
+    pub identities: Vec<Identity>,
     /// Objects the host may apply and delete for the plugin.
     #[serde(default)]
     pub write: Vec<WriteRule>,
@@ -226,6 +240,11 @@ impl Grant {
     /// What serde cannot say: placeholders are known ones, paths are JSON
     /// pointers.
     fn check(&self) -> Result<(), String> {
+        for identity in &self.identities {
+            if let Some(why) = identity.invalid() {
+                return Err(format!("the identity of plugin {:?} cannot be granted: {why}", identity.plugin));
+            }
+        }
         for rule in &self.write {
             for field in &rule.fields {
                 if !field.path.starts_with('/') {
@@ -245,6 +264,14 @@ impl Grant {
             }
         }
         Ok(())
+    }
+
+    /// This grant, also pinning the identity `descriptor` claims (what an
+    /// operator does who accepts a plugin as it describes itself).
+    pub fn pinning(mut self, descriptor: &service_provider_sdk::contract::Descriptor) -> Grant {
+        self.identities.retain(|i| i.plugin != descriptor.name);
+        self.identities.push(Identity::of(descriptor));
+        self
     }
 
     /// Reads a grant file, or the built-in grant when `path` is `None`.

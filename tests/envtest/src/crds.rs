@@ -285,13 +285,20 @@ pub fn go_module_dir(module: &str, version: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Applies `crds` (server-side apply, field manager `envtest`) and waits
-/// until each is `Established` and its resource can be listed.
+/// The field manager of the project's own CRDs: the shared clusters stand
+/// for a platform where the host's `init` has run (the host updates only
+/// CRDs a manager of its own installed).
+pub const PROJECT_FIELD_MANAGER: &str = "service-provider-host/envtest";
+
+/// Applies `crds` (server-side apply, field manager `envtest`, or
+/// [`PROJECT_FIELD_MANAGER`] for the project's own) and waits until each is
+/// `Established` and its resource can be listed.
 pub async fn install(client: &Client, crds: &[Crd], timeout: Duration) -> Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply("envtest").force();
+    let project = project_crd_dir().display().to_string();
     for crd in crds {
-        api.patch(&crd.name, &params, &Patch::Apply(&crd.manifest)).await?;
+        let manager = if crd.origin.starts_with(&project) { PROJECT_FIELD_MANAGER } else { "envtest" };
+        api.patch(&crd.name, &PatchParams::apply(manager).force(), &Patch::Apply(&crd.manifest)).await?;
     }
     let deadline = Instant::now() + timeout;
     for crd in crds {

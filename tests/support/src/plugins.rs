@@ -29,6 +29,7 @@ pub const FLUX: Component = Component::built("FLUX_PLUGIN_WASM", "guest_flux.was
 pub const MISBEHAVING: Component = Component::built("MISBEHAVING_PLUGIN_WASM", "misbehaving_plugin.wasm");
 pub const WORKLOAD_ECHO: Component = Component::built("WORKLOAD_ECHO_PLUGIN_WASM", "workload_echo_plugin.wasm");
 pub const HOSTILE: Component = Component::built("HOSTILE_PLUGIN_WASM", "hostile_plugin.wasm");
+pub const IMPOSTOR: Component = Component::built("IMPOSTOR_PLUGIN_WASM", "impostor_plugin.wasm");
 pub const SLEEPY_DESCRIBE: Component = Component::built("SLEEPY_DESCRIBE_PLUGIN_WASM", "sleepy_describe_plugin.wasm");
 pub const FUTURE_CONTRACT: Component = Component::built("FUTURE_CONTRACT_PLUGIN_WASM", "future_contract_plugin.wasm");
 /// guest-kro as built against contract 0.1.0, committed: old plugins must
@@ -108,8 +109,10 @@ pub fn workload_echo_plugin() -> Plugin {
 }
 
 /// The grant a platform operator would give each test plugin: the built-in
-/// one, and for `echo` (workload-echo) a workload cluster where it may write
-/// ConfigMaps in `default`.
+/// one, which pins kro's and flux's identities; for `echo` (workload-echo)
+/// and `hostile` their own identities (both serve the Kro API, so the
+/// project's CRDs can be reused), and for `echo` a workload cluster where
+/// it may write ConfigMaps in `default`.
 pub fn grant_for(plugin: &Plugin) -> Grant {
     Grant::parse(&grant_text_for(plugin.name())).expect("the test grant parses")
 }
@@ -119,6 +122,14 @@ pub fn grant_for(plugin: &Plugin) -> Grant {
 pub fn grant_text_for(plugin_name: &str) -> String {
     let mut grant: serde_json::Value =
         serde_saphyr::from_str(service_provider_host::grant::DEFAULT).expect("the built-in grant parses");
+    let kro_kinds = |plugin: &str, finalizer: &str, crds: &[&str]| {
+        let group = "kro.services.open-control-plane.io";
+        serde_json::json!({"plugin": plugin, "service": {"group": group, "kind": "Kro"},
+            "providerConfig": {"group": group, "kind": "ProviderConfig"}, "finalizer": finalizer, "crds": crds})
+    };
+    let identities = grant["identities"].as_array_mut().expect("identities");
+    identities.push(kro_kinds("echo", "echo.test/finalizer", &["echoes.kro.services.open-control-plane.io"]));
+    identities.push(kro_kinds("hostile", "hostile.test/finalizer", &[]));
     if plugin_name == "echo" {
         grant["tokenRules"]["workload"] =
             serde_json::json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]);

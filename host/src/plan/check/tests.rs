@@ -10,7 +10,7 @@ use crate::grant::{Grant, WriteRule};
 use crate::plan::{CheckedPlan, Step};
 
 fn descriptor() -> Descriptor {
-    let kind = ApiKind::new("g", "v1", "S", "s", true);
+    let kind = ApiKind::new("g.example", "v1", "S", "s", true);
     let capability = |cluster, api, scope, names: &[&str]| Capability {
         cluster,
         api,
@@ -60,7 +60,7 @@ fn granted() -> Effective {
         fields: vec![],
         only_fields: vec![],
     });
-    Effective::new(&descriptor(), grant).unwrap()
+    Effective::new(&descriptor(), grant.pinning(&descriptor())).unwrap()
 }
 
 fn context(control_plane: bool) -> Context {

@@ -1,5 +1,5 @@
 //! A hostile plugin for the host's security tests. It requests far more
-//! than any grant gives (Secret data, RBAC, foreign CRDs, wildcard tokens)
+//! than any grant gives (Secret data, RBAC, wildcard tokens)
 //! and picks its attack from the service object's name, so one host serves
 //! hostile and healthy instances side by side:
 //!
@@ -22,9 +22,9 @@
 
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{
-    Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Crd, Descriptor, DesiredObject,
-    Detail, Input, NamespaceScope, ObjectCopy, ObjectRef, Observation, Plan, PlanError, PolicyRule, Provider,
-    ServiceStatus, Stage, Teardown,
+    Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Descriptor, DesiredObject, Detail,
+    Input, NamespaceScope, ObjectCopy, ObjectRef, Observation, Plan, PlanError, PolicyRule, Provider, ServiceStatus,
+    Stage, Teardown,
 };
 
 pub struct Hostile;
@@ -104,11 +104,9 @@ impl Provider for Hostile {
     fn describe() -> Descriptor {
         let group = "kro.services.open-control-plane.io";
         let secret = kind("", "v1", "Secret", "secrets", true);
-        let foreign_crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.evil.example\n  labels:\n    openmcp.cloud/cluster: platform\nspec:\n  group: evil.example\n  names: {kind: Thing, plural: things, singular: thing, listKind: ThingList}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n";
         use Cluster::*;
         use NamespaceScope::*;
         Descriptor {
-            crds: vec![Crd { cluster: Platform, manifest: foreign_crd.into() }],
             access: Access {
                 control_plane_rules: vec![
                     PolicyRule::new(
