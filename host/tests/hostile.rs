@@ -72,7 +72,7 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         ("grant-release-platform", "CapabilityDenied", "/spec/kubeConfig/secretRef/name must be set"),
         ("bad-labels", "PluginError", "metadata.labels is not an object"),
         ("hoard", "PluginError", "memory limit of 64 MiB"),
-        ("huge-output", "PluginError", "more than the limit of"),
+        ("huge-output", "PluginError", "exceeded its output limit of 4194304 bytes"),
         ("many-objects", "PluginError", "limit of 256 objects"),
         ("adopt", "Conflict", "does not take over objects it did not create"),
         ("flux-cloud-identity", "CapabilityDenied", "field /spec/provider must be one of [\"generic\"]"),

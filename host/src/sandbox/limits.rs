@@ -13,9 +13,11 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub struct Limits {
     /// Wall-clock budget of one call, instantiation included.
     pub timeout: Duration,
-    /// Maximum linear memory of one instance, in bytes.
+    /// Maximum linear memory of one call, in bytes: all its memories
+    /// together (a component may have several).
     pub memory_bytes: usize,
-    /// Maximum elements of any table (a `table.grow` is a host allocation).
+    /// Maximum table elements of one call, all its tables together (a
+    /// `table.grow` is a host allocation).
     pub table_elements: usize,
     /// Maximum core instances, tables and memories in one store: a plugin
     /// component needs a handful; thousands would be host memory.
@@ -26,7 +28,9 @@ pub struct Limits {
     pub handles: usize,
     /// Maximum bytes of input the host hands to one call.
     pub input_bytes: usize,
-    /// Maximum bytes of output the host accepts from one call.
+    /// Maximum bytes of output the host accepts from one call: what the
+    /// plugin returns is not even copied out of the sandbox past this
+    /// (wasmtime's hostcall fuel, counted while lifting).
     pub output_bytes: usize,
     /// Maximum objects (plus copies) one plan may ask for.
     pub objects: usize,
@@ -63,11 +67,18 @@ pub enum Hit {
     Table,
 }
 
-/// `StoreLimits` with every field set, plus a record of which limit a
-/// refused growth hit, so a limit trap is reported as such instead of being
-/// recognised by its message text.
+/// `StoreLimits` with every field set, plus one budget for all memories
+/// and one for all tables of a call (`StoreLimits` bounds each on its own,
+/// so eight memories could take eight times the limit), and a record of
+/// which limit a refused growth hit, so a limit trap is reported as such
+/// instead of being recognised by its message text.
 pub struct Limiter {
     inner: StoreLimits,
+    /// Bytes of all memories, and elements of all tables, granted so far.
+    memory_total: usize,
+    table_total: usize,
+    memory_budget: usize,
+    table_budget: usize,
     pub hit: Option<Hit>,
 }
 
@@ -81,13 +92,40 @@ impl Limiter {
             .memories(limits.memories)
             .trap_on_grow_failure(true)
             .build();
-        Limiter { inner, hit: None }
+        Limiter {
+            inner,
+            memory_total: 0,
+            table_total: 0,
+            memory_budget: limits.memory_bytes,
+            table_budget: limits.table_elements,
+            hit: None,
+        }
     }
+}
+
+/// Grows `total` by what one memory or table grows by, if `budget` allows
+/// it and so does `each` (the per-memory or per-table check).
+fn grow(
+    total: &mut usize,
+    budget: usize,
+    current: usize,
+    desired: usize,
+    each: wasmtime::Result<bool>,
+) -> wasmtime::Result<bool> {
+    let after = total.saturating_add(desired.saturating_sub(current));
+    if after > budget {
+        return Err(wasmtime::Error::msg("forcing a growth past the call's budget to be a trap"));
+    }
+    if matches!(each, Ok(true)) {
+        *total = after;
+    }
+    each
 }
 
 impl ResourceLimiter for Limiter {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let allowed = self.inner.memory_growing(current, desired, maximum);
+        let each = self.inner.memory_growing(current, desired, maximum);
+        let allowed = grow(&mut self.memory_total, self.memory_budget, current, desired, each);
         if !matches!(allowed, Ok(true)) {
             self.hit = Some(Hit::Memory);
         }
@@ -95,7 +133,8 @@ impl ResourceLimiter for Limiter {
     }
 
     fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        let allowed = self.inner.table_growing(current, desired, maximum);
+        let each = self.inner.table_growing(current, desired, maximum);
+        let allowed = grow(&mut self.table_total, self.table_budget, current, desired, each);
         if !matches!(allowed, Ok(true)) {
             self.hit = Some(Hit::Table);
         }
@@ -163,6 +202,28 @@ mod tests {
         let (result, hit) = run(&limits, grow);
         assert!(result.is_err(), "{result:?}");
         assert_eq!(hit, Some(Hit::Memory));
+    }
+
+    #[test]
+    fn all_memories_and_tables_of_a_call_share_one_budget() {
+        let limits = Limits { memory_bytes: 4 << 16, table_elements: 100, ..Limits::default() };
+        // Three memories of three pages each: every one within the limit of
+        // four pages, all of them together over it.
+        let memories = r#"(module (memory 1) (memory 1) (memory 1)
+            (func (export "run") (result i32)
+              (drop (memory.grow 0 (i32.const 2)))
+              (drop (memory.grow 1 (i32.const 2)))
+              (memory.grow 2 (i32.const 2))))"#;
+        let (result, hit) = run(&limits, memories);
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(hit, Some(Hit::Memory));
+        let tables = r#"(module (table 40 funcref) (table 40 funcref)
+            (func (export "run") (result i32) (table.grow 1 (ref.null func) (i32.const 30))))"#;
+        let (result, hit) = run(&limits, tables);
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!(hit, Some(Hit::Table));
+        let fits = r#"(module (memory 1) (memory 1) (func (export "run") (result i32) (memory.grow 1 (i32.const 2))))"#;
+        assert_eq!(run(&limits, fits).0.unwrap(), 1);
     }
 
     #[test]

@@ -269,6 +269,9 @@ impl Prepared {
             .build();
         let mut store = Store::new(&self.engine, State { wasi, table, limiter: Limiter::new(limits) });
         store.limiter(|s| &mut s.limiter);
+        // What the plugin returns is counted while it is lifted out of the
+        // sandbox and refused past the limit, before the host copies it.
+        store.set_hostcall_fuel(limits.output_bytes);
         store.set_epoch_deadline(1);
         store.epoch_deadline_async_yield_and_update(1);
         let run = async {
@@ -288,10 +291,20 @@ impl Prepared {
                 Some(Hit::Table) => {
                     PluginError::Limit { plugin, limit: format!("table limit of {} elements", limits.table_elements) }
                 }
+                None if hostcall_fuel_exhausted(&error) => {
+                    PluginError::Limit { plugin, limit: format!("output limit of {} bytes", limits.output_bytes) }
+                }
                 None => PluginError::Trap { plugin, source: error.into() },
             }),
         }
     }
+}
+
+/// Whether a call failed because the plugin handed back more than its
+/// hostcall fuel (the output limit) allows. wasmtime keeps the error type
+/// private, so its message is what tells.
+fn hostcall_fuel_exhausted(error: &wasmtime::Error) -> bool {
+    error.chain().any(|cause| cause.to_string().contains("fuel allocated for hostcalls has been exhausted"))
 }
 
 #[cfg(test)]
