@@ -2,14 +2,21 @@
 //! the objects the plugin asked to observe.
 //!
 //! The cluster-facing gatherer reads observations from the API servers; the
-//! helpers here are shared with `render`, which reads them from files.
+//! helpers here are shared with `render`, which reads them from files;
+//! [`list`] reads what an observation lists, a page at a time, within the
+//! plugin's input limit.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use kube::api::{DynamicObject, ListParams};
-use serde_json::{Map, Value, json};
+use kube::api::DynamicObject;
+use serde_json::{Map, Value};
 use service_provider_sdk::contract::{Cluster, Context, Detail, Input, KubeconfigRef, Observation, Observed};
+
+mod list;
+
+pub use list::Budget;
+use list::list;
 
 use crate::Error;
 use crate::grant::Effective;
@@ -126,31 +133,6 @@ pub fn observed_from(granted: &Effective, context: &Context, cleanup: bool, obje
         .collect()
 }
 
-/// How many objects one page of an observation's LIST asks for.
-const PAGE: u32 = 250;
-
-/// What an observation may read in all: the plugin's input limit. A LIST
-/// is read a page at a time and stops once its objects outgrow it, so a
-/// tenant who fills a cluster costs the host one page, not the cluster.
-pub struct Budget {
-    pub max_bytes: usize,
-    used: usize,
-}
-
-impl Budget {
-    pub fn new(max_bytes: usize) -> Self {
-        Budget { max_bytes, used: 0 }
-    }
-
-    fn spend(&mut self, what: &str, bytes: usize) -> Result<(), Error> {
-        self.used = self.used.saturating_add(bytes);
-        match self.used > self.max_bytes {
-            true => Err(Error::InputTooLarge { what: what.to_string(), max: self.max_bytes }),
-            false => Ok(()),
-        }
-    }
-}
-
 /// Reads every observation the plugin needs for this call from the clusters
 /// it can reach. Observations of unreachable clusters are left out, so the
 /// plugin can tell "none there" from "could not look".
@@ -208,52 +190,6 @@ pub async fn observe(
         observed.push(Observed { id: o.id.clone(), objects });
     }
     Ok(observed)
-}
-
-/// Lists an observation a page at a time, trimmed as it goes, within the
-/// budget; an unserved kind lists nothing.
-async fn list(
-    api: &kube::Api<DynamicObject>,
-    o: &Observation,
-    detail: Detail,
-    annotations: &[String],
-    budget: &mut Budget,
-    what: &impl Fn() -> String,
-) -> Result<Vec<Value>, Error> {
-    let mut objects = Vec::new();
-    let mut params = ListParams::default().limit(PAGE);
-    loop {
-        let (page, next) = match detail {
-            Detail::Full => match api.list(&params).await {
-                Ok(list) => {
-                    let next = list.metadata.continue_.clone();
-                    (list.items.into_iter().map(|f| to_json(f, what)).collect::<Result<Vec<_>, _>>()?, next)
-                }
-                Err(e) if kind_absent(&e) => return Ok(Vec::new()),
-                Err(e) => return Err(Error::kube(what(), e)),
-            },
-            Detail::Metadata => match api.list_metadata(&params).await {
-                Ok(list) => {
-                    let next = list.metadata.continue_.clone();
-                    let items = list.items.into_iter().map(|item| {
-                        json!({"apiVersion": o.api.api_version(), "kind": o.api.kind, "metadata": item.metadata})
-                    });
-                    (items.collect(), next)
-                }
-                Err(e) if kind_absent(&e) => return Ok(Vec::new()),
-                Err(e) => return Err(Error::kube(what(), e)),
-            },
-        };
-        for object in page {
-            let object = trim(object, detail, annotations);
-            budget.spend(&what(), object.to_string().len())?;
-            objects.push(object);
-        }
-        match next.filter(|n| !n.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(objects),
-        }
-    }
 }
 
 /// An object's place: cluster, apiVersion, kind, namespace, name.

@@ -8,8 +8,10 @@ use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, Context};
 use service_provider_sdk::names;
 
+pub use super::fields::Sibling;
+use super::fields::{field_denial, unreviewed_field};
 use super::hard::{self, Source, Target};
-use super::{COPY_SOURCE_LABEL, Effective, FieldRule, Place, listed};
+use super::{COPY_SOURCE_LABEL, Effective, Place, listed};
 
 /// A request of the plugin the host refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,20 +33,6 @@ impl Denial {
     fn hard(what: &str, refusal: hard::Refusal) -> Self {
         Denial::new(refusal.rule, what, refusal.reason)
     }
-}
-
-/// An object or copy of the same plan: what `{secretCopies}`,
-/// `{configMapCopies}` and `planned` references may name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sibling {
-    pub cluster: Cluster,
-    /// `Secret` or `ConfigMap` for a copy.
-    pub kind: String,
-    /// `None` for a cluster-scoped object.
-    pub namespace: Option<String>,
-    pub name: String,
-    /// A copy (rather than an applied object).
-    pub copy: bool,
 }
 
 /// Whether a place of the grant covers a namespace (`None`: cluster-scoped).
@@ -163,108 +151,6 @@ fn mentions(value: &Value, name: &str) -> bool {
         Value::Array(items) => items.iter().any(|v| mentions(v, name)),
         Value::Object(map) => map.values().any(|v| mentions(v, name)),
         _ => false,
-    }
-}
-
-/// The first field of `object` (outside `apiVersion`, `kind`, `metadata`)
-/// that no path of `only` covers, if `only` is a list at all.
-fn unreviewed_field(only: &[String], object: &Value) -> Option<String> {
-    if only.is_empty() {
-        return None;
-    }
-    let mut leaves = Vec::new();
-    if let Some(map) = object.as_object() {
-        for (key, value) in map.iter().filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata")) {
-            leaf_paths(&format!("/{}", escape(key)), value, &mut leaves);
-        }
-    }
-    let covered = |leaf: &str| {
-        only.iter().any(|p| leaf == p || leaf.strip_prefix(p.as_str()).is_some_and(|r| r.starts_with('/')))
-    };
-    leaves
-        .into_iter()
-        .find(|leaf| !covered(leaf))
-        .map(|leaf| format!("field {leaf} is not one the plugin grant allows"))
-}
-
-/// JSON-pointer escaping of one key.
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
-/// The paths of every scalar under `value` (an empty object or list sets
-/// nothing).
-fn leaf_paths(at: &str, value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => map.iter().for_each(|(k, v)| leaf_paths(&format!("{at}/{}", escape(k)), v, out)),
-        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| leaf_paths(&format!("{at}/{i}"), v, out)),
-        _ => out.push(at.to_string()),
-    }
-}
-
-/// Why `object` breaks a field rule, if it does.
-fn field_denial(
-    rule: &FieldRule,
-    object: &Value,
-    context: &Context,
-    target: &Target,
-    siblings: &[Sibling],
-) -> Option<String> {
-    let field = object.pointer(&rule.path);
-    match field {
-        Some(_) if rule.absent => return Some(format!("field {} must not be set", rule.path)),
-        None if rule.required => return Some(format!("field {} must be set", rule.path)),
-        None => return None,
-        Some(reference) if rule.planned => return planned_denial(&rule.path, reference, target, siblings),
-        Some(_) if rule.one_of.is_empty() => return None,
-        Some(_) => {}
-    }
-    let allowed: Vec<String> = rule.one_of.iter().flat_map(|v| expand(v, context, target, siblings)).collect();
-    match field.and_then(Value::as_str) {
-        Some(value) if allowed.iter().any(|a| a == value) => None,
-        _ => Some(format!("field {} must be one of {allowed:?}", rule.path)),
-    }
-}
-
-/// Why a reference does not name an object of the same plan next to the
-/// referring object, if it does not.
-fn planned_denial(path: &str, reference: &Value, target: &Target, siblings: &[Sibling]) -> Option<String> {
-    let text = |key: &str| reference.get(key).and_then(Value::as_str);
-    let namespace_ok = reference.get("namespace").is_none() || text("namespace") == target.namespace;
-    let found = siblings.iter().any(|s| {
-        !s.copy
-            && s.cluster == target.cluster
-            && s.namespace.as_deref() == target.namespace
-            && Some(s.kind.as_str()) == text("kind")
-            && Some(s.name.as_str()) == text("name")
-    });
-    match namespace_ok && found {
-        true => None,
-        false => Some(format!(
-            "field {path} must refer to an object of the same plan in {}",
-            target.namespace.unwrap_or("<cluster>")
-        )),
-    }
-}
-
-/// The values a field-rule value stands for.
-fn expand(value: &str, context: &Context, target: &Target, siblings: &[Sibling]) -> Vec<String> {
-    let copies = |kind: &str| {
-        siblings
-            .iter()
-            .filter(|c| {
-                c.copy && c.kind == kind && c.cluster == target.cluster && c.namespace.as_deref() == target.namespace
-            })
-            .map(|c| c.name.clone())
-            .collect()
-    };
-    match value {
-        "{tenant}" => vec![context.tenant_namespace.clone()],
-        "{controlPlaneSecret}" => context.control_plane.iter().map(|k| k.name.clone()).collect(),
-        "{workloadSecret}" => context.workload.iter().map(|k| k.name.clone()).collect(),
-        "{secretCopies}" => copies("Secret"),
-        "{configMapCopies}" => copies("ConfigMap"),
-        literal => vec![literal.to_string()],
     }
 }
 

@@ -18,6 +18,7 @@
 
 pub mod check;
 pub mod effective;
+mod fields;
 pub mod hard;
 pub mod identity;
 
