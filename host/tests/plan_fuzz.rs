@@ -1,16 +1,20 @@
 //! Property tests: whatever a plugin returns, the host's validation and its
 //! preparation for apply never panic, and every object validation accepts
-//! can be prepared for apply. Random JSON, and random damage to a valid
+//! can be prepared for apply; and no request built from strings that pass
+//! the URL rule (`host/src/syntax.rs`) leaves the object's own path. Random JSON, and random damage to a valid
 //! object (the shapes an attacker would try first), run through
 //! `plan::check_plan` with a grant that lets every kind through, then
 //! through `apply::decorate`.
 
+use kube::Resource;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, GetParams};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use service_provider_host::apply::decorate;
 use service_provider_host::grant::{Effective, Grant, WriteRule};
 use service_provider_host::owner::Owner;
 use service_provider_host::plan::check_plan;
+use service_provider_host::syntax;
 use service_provider_sdk::contract::{
     ApiKind, Capability, Cluster, Context, CopyKind, Descriptor, DesiredObject, KubeconfigRef, NamespaceScope,
     ObjectCopy, Plan, ServiceStatus,
@@ -191,6 +195,80 @@ proptest! {
         let copy = ObjectCopy { kind, source_name: source, target_cluster: cluster, target_namespace: namespace, target_name: target };
         holds(&plan_of(vec![(cluster, text)], vec![copy]))?;
     }
+}
+
+/// Strings a plugin might send as a path segment: anything, or what bends
+/// paths, or plausible names (so that accepted strings are common too).
+fn segment() -> impl Strategy<Value = String> {
+    prop_oneof![
+        2 => ".{0,16}",
+        2 => "[a-z0-9.#?/%-]{1,16}",
+        8 => "[a-z][a-z0-9-]{0,10}[a-z0-9]",
+        2 => "[a-z][a-z0-9-]{0,6}\\.[a-z]{2,5}",
+        1 => Just("helmreleases#".to_string()),
+        1 => Just("v2/helmreleases#".to_string()),
+        1 => Just("x?dryRun=All".to_string()),
+        1 => Just("..".to_string()),
+    ]
+}
+
+/// The requests the host sends for one object: read and delete.
+fn requests(resource: &ApiResource, namespace: Option<&str>, name: &str) -> Vec<http::Request<Vec<u8>>> {
+    let request = kube::core::Request::new(DynamicObject::url_path(resource, namespace));
+    vec![
+        request.get(name, &GetParams::default()).expect("a request"),
+        request.delete(name, &DeleteParams::default()).expect("a request"),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_request_leaves_the_objects_own_path(
+        group in prop_oneof![Just(String::new()), segment()],
+        version in segment(),
+        plural in segment(),
+        namespace in proptest::option::of(segment()),
+        name in segment(),
+    ) {
+        let accepted = syntax::api_group(&group)
+            && syntax::api_version_part(&version)
+            && syntax::plural(&plural)
+            && namespace.as_deref().is_none_or(syntax::dns_label)
+            && syntax::dns_subdomain(&name);
+        if !accepted {
+            return Ok(());
+        }
+        let api_version = if group.is_empty() { version.clone() } else { format!("{group}/{version}") };
+        let resource = service_provider_host::resource::api_resource(&api_version, "Thing", &plural);
+        let root = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+        let scope = namespace.as_ref().map(|ns| format!("/namespaces/{ns}")).unwrap_or_default();
+        let expected = format!("{root}{scope}/{plural}/{name}");
+        for request in requests(&resource, namespace.as_deref(), &name) {
+            prop_assert_eq!(request.uri().path(), expected.as_str());
+            prop_assert!(request.uri().query().is_none_or(str::is_empty), "{}", request.uri());
+        }
+    }
+
+    #[test]
+    fn nothing_that_bends_a_path_passes(text in ".{0,24}") {
+        let bends = text.contains(['/', '?', '#', '%']) || text.split('.').any(|part| part.is_empty() || part == "..");
+        if bends {
+            prop_assert!(!syntax::plural(&text) && !syntax::dns_label(&text) && !syntax::api_version_part(&text));
+            let versioned = format!("g.example/{text}");
+            prop_assert!(!syntax::dns_subdomain(&text) && !syntax::api_version(&versioned));
+        }
+    }
+}
+
+#[test]
+fn the_segment_generator_also_reaches_accepted_paths() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let accepted = (0..300).filter(|_| syntax::plural(&segment().new_tree(&mut runner).unwrap().current())).count();
+    assert!(accepted > 30, "only {accepted} of 300 segments pass as a plural");
 }
 
 #[test]

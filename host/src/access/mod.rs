@@ -23,6 +23,8 @@ use serde_json::{Value, json};
 use service_provider_sdk::contract::{KubeconfigRef, PolicyRule};
 use service_provider_sdk::names;
 
+use crate::syntax;
+
 pub use onboarding::request_onboarding_access;
 pub use requests::{
     delete_access_request, delete_cluster_request, ensure_access_request, ensure_cluster_request, get_access_request,
@@ -190,6 +192,9 @@ pub fn grant(request: &DynamicObject) -> Grant {
         request.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default();
     match status.phase.as_str() {
         "Denied" => Grant::Denied,
+        // A Secret name that is not one is not a grant: the name becomes a
+        // request path (cluster data is data, like a plugin's).
+        "Granted" if status.secret_ref.as_ref().is_some_and(|s| !syntax::dns_subdomain(&s.name)) => Grant::Pending,
         "Granted" if status.observed_generation == request.metadata.generation => {
             let (name, key) = match status.secret_ref {
                 Some(secret) => (secret.name, KUBECONFIG_KEY.to_string()),
@@ -270,6 +275,9 @@ mod tests {
         assert_eq!(grant(&ar("Granted", 3, 2)), Grant::Pending);
         assert_eq!(grant(&ar("Pending", 1, 1)), Grant::Pending);
         assert_eq!(grant(&ar("Denied", 1, 1)), Grant::Denied);
+        let mut bent = ar("Granted", 2, 2);
+        bent.data["status"]["secretRef"]["name"] = json!("kc/../../secrets#");
+        assert_eq!(grant(&bent), Grant::Pending, "a name that is not one is no grant");
         let bare: DynamicObject =
             serde_json::from_value(json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "x"}})).unwrap();
         assert_eq!(grant(&bare), Grant::Pending);
