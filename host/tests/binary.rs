@@ -232,8 +232,14 @@ async fn a_hostile_plugin_cannot_end_the_process() {
     .await;
     f.source_secret("registry", "kubernetes.io/dockerconfigjson", "{}").await;
     f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry"}])).await;
-    let mut replica =
-        Replica::start(&binary(), &f, ReplicaOptions { plugin: plugins::HOSTILE, ..ReplicaOptions::new("replica-0") });
+    let grant = std::env::temp_dir().join(format!("{}.yaml", unique("grant")));
+    std::fs::write(&grant, plugins::grant_text_for("hostile")).unwrap();
+    let options = ReplicaOptions {
+        plugin: plugins::HOSTILE,
+        args: vec!["--plugin-grant".into(), grant.display().to_string()],
+        ..ReplicaOptions::new("replica-0")
+    };
+    let mut replica = Replica::start(&binary(), &f, options);
     assert!(replica.wait_ready(WAIT).await, "readyz never turned 200");
     for name in names {
         f.create_kro(name, "v1").await;

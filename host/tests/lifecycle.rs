@@ -542,10 +542,12 @@ async fn a_blocker_watch_ends_at_the_input_limit_and_keeps_nothing() {
     let message = |k: &Value| ready(k)["message"].as_str().unwrap_or_default().to_string();
     assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
 
-    // Four RGDs of 20 KiB of metadata each: more than one input's worth.
+    // Four RGDs of about 20 KiB of metadata each (labels: annotations never
+    // reach the plugin): more than one input's worth.
     let big = |name: &str| {
         let mut rgd = rgd(name);
-        rgd.metadata.annotations = Some([("filler".to_string(), "x".repeat(20 << 10))].into());
+        let filler = (0..150).map(|i| (format!("filler.example/{}-{i:03}", "k".repeat(50)), "x".repeat(63)));
+        rgd.metadata.labels = Some(filler.collect());
         rgd
     };
     let names = ["big-a", "big-b", "big-c", "big-d"];

@@ -232,7 +232,9 @@ fn a_plugin_whose_describe_hangs_fails_clearly() {
 /// What the grant refuses is shown the way the host would report it.
 #[test]
 fn a_refused_plan_renders_the_rule() {
-    let grant = temp_file("no-helm-releases.yaml", "write: []\ncopy: {targets: [], sources: {}}\n");
+    let identities = "identities:\n  - plugin: kro\n    service: {group: kro.services.open-control-plane.io, kind: Kro}\n    providerConfig: {group: kro.services.open-control-plane.io, kind: ProviderConfig}\n    finalizer: kro.services.open-control-plane.io/finalizer\n    crds: [kroes.kro.services.open-control-plane.io, providerconfigs.kro.services.open-control-plane.io]\n";
+    let grant =
+        temp_file("no-helm-releases.yaml", &format!("{identities}write: []\ncopy: {{targets: [], sources: {{}}}}\n"));
     let doc = render_json(&[
         "--object",
         "examples/kro.yaml",
@@ -247,6 +249,43 @@ fn a_refused_plan_renders_the_rule() {
     assert_eq!(doc["status"]["conditions"][0]["reason"], "CapabilityDenied");
     let not_granted = doc["notGranted"].as_array().expect("the refused observations are listed");
     assert!(not_granted.iter().any(|r| r.as_str().unwrap().contains("oci-repository")), "{doc:#}");
+}
+
+/// The refusals of a real run, offline: a plan that uses source-controller's
+/// cloud identity, a deletion through a plural that ends the path, and a
+/// plugin whose identity is not what the grant pins.
+#[test]
+fn render_shows_the_hosts_refusals_offline() {
+    let grant = temp_file("hostile-grant.json", &plugins::grant_text_for("hostile"));
+    let render_hostile = |name: &str, deleting: bool| {
+        let object = format!(
+            "apiVersion: kro.services.open-control-plane.io/v1alpha1\nkind: Kro\nmetadata: {{name: {name}, namespace: default}}\nspec: {{version: v1}}\n"
+        );
+        let object = temp_file(&format!("{name}.yaml"), &object);
+        let mut args = vec!["--object", s(&object), "--provider-config", "examples/providerconfig.yaml"];
+        args.extend(["--plugin-grant", s(&grant)]);
+        if deleting {
+            args.push("--deleting");
+        }
+        render_json_with(plugins::HOSTILE, &args)
+    };
+    let doc = render_hostile("flux-cloud-identity", false);
+    assert_eq!(
+        (doc["result"].as_str(), doc["reason"].as_str()),
+        (Some("refused"), Some("CapabilityDenied")),
+        "{doc:#}"
+    );
+    assert!(doc["message"].as_str().unwrap().contains("field /spec/provider must be one of [\"generic\"]"), "{doc:#}");
+    let doc = render_hostile("url-delete-collection", true);
+    assert_eq!((doc["result"].as_str(), doc["reason"].as_str()), (Some("refused"), Some("PluginError")), "{doc:#}");
+    assert!(doc["message"].as_str().unwrap().contains("plural \"helmreleases#\""), "{doc:#}");
+
+    let (ok, _, stderr) = render_with(
+        plugins::IMPOSTOR,
+        &["--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"],
+    );
+    assert!(!ok && stderr.contains("is not what the plugin grant pins"), "{stderr}");
+    assert!(stderr.contains("ocirepositories.source.toolkit.fluxcd.io"), "{stderr}");
 }
 
 /// One plugin's examples, for the checks every plugin gets.
