@@ -14,6 +14,8 @@ use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::time::Duration;
 
+use service_provider_sdk::contract::Cluster as ContractCluster;
+
 fn plugin() -> std::path::PathBuf {
     plugin_path(plugins::KRO)
 }
@@ -240,7 +242,7 @@ async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
     assert!(flux_after.spec.conversion.is_none_or(|c| c.strategy != "Webhook"));
 
     // Its ConfigMaps read through `secrets`, checked against discovery.
-    let err = service_provider_host::operator::kinds::check(claimed.descriptor(), &platform_client, &onboarding_client)
+    let err = service_provider_host::plan::kinds::check(claimed.descriptor(), &platform_client, &onboarding_client)
         .await
         .unwrap_err()
         .to_string();
@@ -269,6 +271,23 @@ async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
     let managers: Vec<String> =
         after.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
     assert!(!managers.iter().any(|m| m.starts_with("service-provider-host")), "their CRD untouched: {managers:?}");
+
+    // A kind only a tenant's cluster serves is checked against that
+    // cluster's discovery (this onboarding cluster stands in for one).
+    let kro = "kro.services.open-control-plane.io/v1alpha1";
+    let wrong = service_provider_sdk::contract::ApiKind::new(
+        "kro.services.open-control-plane.io",
+        "v1alpha1",
+        "Kro",
+        "providerconfigs",
+        true,
+    );
+    let verify = service_provider_host::plan::kinds::verify;
+    let err = verify(&onboarding_client, ContractCluster::ControlPlane, kro, &[&wrong]).await.unwrap_err().to_string();
+    assert!(err.contains("its plural is \"kroes\", not \"providerconfigs\""), "{err}");
+    let right = service_provider_sdk::contract::ApiKind { plural: "kroes".into(), ..wrong.clone() };
+    assert!(verify(&onboarding_client, ContractCluster::ControlPlane, kro, &[&right]).await.unwrap());
+    assert!(!verify(&onboarding_client, ContractCluster::ControlPlane, "kro.run/v1alpha1", &[&right]).await.unwrap());
     simulator.stop().await;
 }
 

@@ -1,7 +1,6 @@
 //! The `init` and `run` subcommands, assembled: cluster access, CRDs,
 //! endpoints, leader election and the controller (`run` in [`run`]).
 
-pub mod kinds;
 mod run;
 
 use std::net::SocketAddr;

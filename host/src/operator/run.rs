@@ -9,10 +9,10 @@ use kube_lease_manager::LeaseManagerBuilder;
 use service_provider_sdk::contract::Cluster;
 use tracing::{info, warn};
 
-use super::{Endpoints, Settings, context, kinds, onboarding, probe};
+use super::{Endpoints, Settings, context, onboarding, probe};
 use crate::clusters::onboarding::Onboarding;
 use crate::metrics::Metrics;
-use crate::plan::Planner;
+use crate::plan::{Planner, kinds};
 use crate::server::{self, Health};
 use crate::{Error, resource, watch};
 
@@ -87,7 +87,7 @@ pub async fn run(
     probe(&onboarding.client, &resource::of_kind(service), Cluster::Onboarding, watch_namespace, None).await?;
     let provider_name = Some(settings.provider_name.as_str());
     probe(&platform, &resource::of_kind(provider_config), Cluster::Platform, None, provider_name).await?;
-    kinds::check(planner.descriptor(), &platform, &onboarding.client).await?;
+    let platform_versions = kinds::check(planner.descriptor(), &platform, &onboarding.client).await?;
 
     let mut lease = match leader_elect {
         true => Some(lease(&platform, settings).await?),
@@ -118,6 +118,7 @@ pub async fn run(
         health.not_ready("starting the controller (caches not synced yet)");
         let mut ctx = context(planner.clone(), settings, platform.clone(), onboarding.client.clone(), metrics.clone());
         ctx.reserved_secrets.extend(onboarding.secret().map(|s| s.name.clone()));
+        ctx.platform_versions = platform_versions.clone();
         let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
         let synced = health.clone();
         let controller = watch::run_until(

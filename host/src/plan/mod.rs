@@ -12,6 +12,7 @@ use serde_json::Value;
 use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, Input, ObjectCopy, PlanError, ServiceStatus};
 
 mod check;
+pub mod kinds;
 pub mod validate;
 
 pub use check::{check_plan, check_ref, check_teardown, manifest};

@@ -10,6 +10,7 @@ use super::{Context, InstanceKey};
 use crate::Error;
 use crate::access::{self, Grant, InstanceAccess, Target};
 use crate::instance::Instance;
+use crate::plan::kinds;
 use crate::stores::Lookup;
 
 /// The request for one of the instance's clusters.
@@ -70,6 +71,28 @@ pub(super) async fn client_for(
     let client = ctx.clients.get(&ctx.platform, at, cluster, &ctx.metrics).await?;
     ctx.instances.set_verified(key, what, 0);
     Ok(client)
+}
+
+/// Checks the plugin's kinds on a tenant cluster against its discovery
+/// (those the platform's discovery did not check at start), once per
+/// [`super::context::VERIFY_INTERVAL`] for a group version it serves; one
+/// it does not serve yet is looked at again next time.
+pub(super) async fn check_kinds(
+    ctx: &Context,
+    key: &InstanceKey,
+    cluster: Cluster,
+    client: &Client,
+) -> Result<(), Error> {
+    for (api_version, kinds) in kinds::on_cluster(ctx.descriptor(), cluster) {
+        let what = format!("kinds of {api_version} on the {cluster} cluster");
+        if ctx.platform_versions.contains(&api_version) || ctx.instances.is_verified(key, &what, 0) {
+            continue;
+        }
+        if kinds::verify(client, cluster, &api_version, &kinds).await? {
+            ctx.instances.set_verified(key, what, 0);
+        }
+    }
+    Ok(())
 }
 
 /// Requests access (creating the workload ClusterRequest first when needed)

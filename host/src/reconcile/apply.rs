@@ -9,7 +9,7 @@ use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, PlanError};
 use tracing::info;
 
-use super::access::{Obtained, client_for, instance_access, obtain};
+use super::access::{Obtained, check_kinds, client_for, instance_access, obtain};
 use super::{Context, DEFAULT_POLL, Outcome, WAIT, key_of, requeue, timed};
 use crate::access::Target;
 use crate::apply::{self, Change, CopyJob, Scope, Sources};
@@ -93,6 +93,10 @@ async fn apply_with_config(
         Some(at) => Some(client_for(ctx, &key, at, Cluster::Workload).await?),
         None => None,
     };
+    check_kinds(ctx, &key, Cluster::ControlPlane, &cp).await?;
+    if let Some(wl) = &wl {
+        check_kinds(ctx, &key, Cluster::Workload, wl).await?;
+    }
     let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), workload);
     let reach =
         Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };

@@ -13,7 +13,7 @@ use service_provider_sdk::contract::{
 };
 use tracing::{info, warn};
 
-use super::access::{current_request, instance_access, remaining_access};
+use super::access::{check_kinds, current_request, instance_access, remaining_access};
 use super::{Context, InstanceKey, WAIT, key_of, not_yet, timed};
 use crate::access::{self, InstanceAccess, Target};
 use crate::apply::{self, Scope};
@@ -70,6 +70,11 @@ async fn cleanup_steps(
     // ... and only while the cluster answers (see `answering`).
     let (cp, cp_gone) = answering(ctx, object, &key, Cluster::ControlPlane, cp).await?;
     let (wl, wl_gone) = answering(ctx, object, &key, Cluster::Workload, wl).await?;
+    for (cluster, access) in [(Cluster::ControlPlane, &cp), (Cluster::Workload, &wl)] {
+        if let Some((_, client)) = access {
+            check_kinds(ctx, &key, cluster, client).await?;
+        }
+    }
     let context = gather::context(
         instance,
         &ctx.provider_name,

@@ -51,6 +51,10 @@ pub struct Context {
     pub unreachable_grace: Duration,
     /// Watches of what blocks a deletion, on the tenant's clusters.
     pub blockers: Blockers,
+    /// The group versions whose kinds were checked against the platform's
+    /// discovery at start ([`crate::plan::kinds::check`]); the others are
+    /// checked on each tenant cluster.
+    pub platform_versions: BTreeSet<String>,
     /// The watch's stores while the controller runs ([`crate::watch::run`]).
     stores: RwLock<Arc<Stores>>,
 }
@@ -96,6 +100,7 @@ impl Context {
             instances: InstanceState::default(),
             unreachable_grace: UNREACHABLE_GRACE,
             blockers,
+            platform_versions: BTreeSet::new(),
             stores: RwLock::default(),
         }
     }

@@ -1,5 +1,5 @@
 //! The plurals of the plugin's kinds, checked against what the API servers
-//! serve before `run` builds a single request from them.
+//! serve before the host builds a request from them.
 //!
 //! A plugin names each kind with the REST plural its requests use, and the
 //! host's checks (grant, hard rules, ownership) look at the group and kind.
@@ -8,11 +8,13 @@
 //! Secrets). So every kind of the descriptor whose group version the
 //! platform cluster serves (the core group and every built-in group, Flux's,
 //! openmcp's) must have exactly the plural the platform's discovery gives
-//! it, and the service kind the plural the onboarding cluster gives it.
-//! Kinds of group versions only a tenant's cluster serves cannot be checked
-//! here; they are syntax-checked ([`crate::syntax`]) like every kind.
+//! it, and the service kind the plural the onboarding cluster gives it
+//! ([`check`], when `run` starts). Kinds of group versions only a tenant's
+//! cluster serves (kro's, say, on a ControlPlane) are checked against that
+//! cluster's discovery before a reconcile first uses the cluster
+//! ([`verify`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::Client;
@@ -22,8 +24,10 @@ use crate::Error;
 use crate::grant::Denial;
 
 /// Checks every kind of `descriptor` against the discovery of the platform
-/// (and, for the service kind, the onboarding) cluster.
-pub async fn check(descriptor: &Descriptor, platform: &Client, onboarding: &Client) -> Result<(), Error> {
+/// (and, for the service kind, the onboarding) cluster. Returns the group
+/// versions the platform serves (their kinds are checked, on every
+/// cluster: built-in kinds are the same everywhere).
+pub async fn check(descriptor: &Descriptor, platform: &Client, onboarding: &Client) -> Result<BTreeSet<String>, Error> {
     let mut by_version: BTreeMap<(Cluster, String), Vec<&ApiKind>> = BTreeMap::new();
     let platform_kinds = std::iter::once(&descriptor.provider_config)
         .chain(descriptor.capabilities.iter().map(|c| &c.api))
@@ -32,21 +36,41 @@ pub async fn check(descriptor: &Descriptor, platform: &Client, onboarding: &Clie
         by_version.entry((Cluster::Platform, api.api_version())).or_default().push(api);
     }
     by_version.entry((Cluster::Onboarding, descriptor.service.api_version())).or_default().push(&descriptor.service);
+    let mut checked = BTreeSet::new();
     for ((cluster, api_version), kinds) in by_version {
         let client = if cluster == Cluster::Onboarding { onboarding } else { platform };
-        let Some(served) = discover(client, &api_version, cluster).await? else { continue };
-        for api in kinds {
-            if let Some(reason) = mismatch(api, &served) {
-                let what = format!("kind {} of {api_version} as the plugin describes it", api.kind);
-                return Err(Error::Denied(Denial::new(
-                    "plural-of-kind",
-                    what,
-                    format!("{reason} on the {cluster} cluster"),
-                )));
-            }
+        if verify(client, cluster, &api_version, &kinds).await? && cluster == Cluster::Platform {
+            checked.insert(api_version);
         }
     }
-    Ok(())
+    Ok(checked)
+}
+
+/// The kinds `descriptor` uses on `cluster`, by group version.
+pub fn on_cluster(descriptor: &Descriptor, cluster: Cluster) -> BTreeMap<String, Vec<&ApiKind>> {
+    let mut by_version: BTreeMap<String, Vec<&ApiKind>> = BTreeMap::new();
+    let capabilities = descriptor.capabilities.iter().filter(|c| c.cluster == cluster).map(|c| &c.api);
+    let observations = descriptor.observations.iter().filter(|o| o.cluster == cluster).map(|o| &o.api);
+    for api in capabilities.chain(observations) {
+        by_version.entry(api.api_version()).or_default().push(api);
+    }
+    by_version
+}
+
+/// Checks `kinds` (all of group version `api_version`) against what
+/// `client`'s cluster serves: `false` if it does not serve the group
+/// version (there is nothing to act on, and nothing to check yet), `true`
+/// if every kind is as described, a `plural-of-kind` refusal otherwise.
+pub async fn verify(client: &Client, cluster: Cluster, api_version: &str, kinds: &[&ApiKind]) -> Result<bool, Error> {
+    let Some(served) = discover(client, api_version, cluster).await? else { return Ok(false) };
+    for api in kinds {
+        if let Some(reason) = mismatch(api, &served) {
+            let what = format!("kind {} of {api_version} as the plugin describes it", api.kind);
+            let reason = format!("{reason} on the {cluster} cluster");
+            return Err(Error::Denied(Denial::new("plural-of-kind", what, reason)));
+        }
+    }
+    Ok(true)
 }
 
 /// What a group version serves, or `None` if it is not served.
