@@ -102,8 +102,8 @@ pub fn check_crd(crd: &CustomResourceDefinition, own: &hard::Own) -> Result<(), 
 
 /// Refuses to install over a CRD that exists and that no writer of the
 /// host's ever wrote: the host never takes over what another field manager
-/// installed (Flux's CRDs, say). The API server's own status writes do not
-/// count.
+/// installed (Flux's CRDs, say), nor what nobody can tell the writer of.
+/// The API server's own status writes do not count.
 pub fn not_taken_over(live: &CustomResourceDefinition, place: &str) -> Result<(), Error> {
     let writers: Vec<&str> = live
         .metadata
@@ -113,12 +113,15 @@ pub fn not_taken_over(live: &CustomResourceDefinition, place: &str) -> Result<()
         .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
         .filter_map(|m| m.manager.as_deref())
         .collect();
-    if writers.is_empty() || writers.iter().any(|m| m.starts_with(FIELD_MANAGER_PREFIX)) {
+    if writers.iter().any(|m| m.starts_with(FIELD_MANAGER_PREFIX)) {
         return Ok(());
     }
+    let who = match writers.is_empty() {
+        true => "a writer that left no record".to_string(),
+        false => writers.join(", "),
+    };
     Err(Error::Conflict(format!(
-        "{place} exists and was installed by {}, not by this host; it is never taken over: remove it, or rename the plugin's",
-        writers.join(", ")
+        "{place} exists and was installed by {who}, not by this host; it is never taken over: remove it, or rename the plugin's"
     )))
 }
 
@@ -214,6 +217,54 @@ pub async fn register_when_reconciled(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crd_must_be_listed_and_converted_without_a_webhook() {
+        use service_provider_sdk::contract::ApiKind;
+        let own = hard::Own {
+            service: ApiKind::new("example.com", "v1", "Thing", "things", true),
+            provider_config: ApiKind::new("example.com", "v1", "ProviderConfig", "providerconfigs", false),
+            crds: vec!["things.example.com".into()],
+        };
+        let manifest = |name: &str, conversion: &str| {
+            format!(
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {name}\n  labels: {{openmcp.cloud/cluster: platform}}\nspec:\n  group: example.com\n  names: {{kind: Thing, plural: things}}\n  scope: Namespaced\n  versions: []\n{conversion}"
+            )
+        };
+        let crd = |name: &str, conversion: &str| parse_crd(&manifest(name, conversion), Cluster::Platform).unwrap();
+        assert!(check_crd(&crd("things.example.com", ""), &own).is_ok());
+        let webhook = "  conversion: {strategy: Webhook, webhook: {conversionReviewVersions: [v1], clientConfig: {url: 'https://x'}}}\n";
+        let err = check_crd(&crd("things.example.com", webhook), &own).unwrap_err().to_string();
+        assert!(err.contains("no-conversion-webhooks"), "{err}");
+        let err = check_crd(&crd("others.example.com", ""), &own).unwrap_err().to_string();
+        assert!(err.contains("no-foreign-crds"), "{err}");
+    }
+
+    #[test]
+    fn a_crd_is_updated_only_if_this_host_wrote_it() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let crd = |entries: &[(&str, Option<&str>)]| {
+            let mut crd = CustomResourceDefinition::default();
+            crd.metadata.managed_fields = Some(
+                entries
+                    .iter()
+                    .map(|(manager, subresource)| ManagedFieldsEntry {
+                        manager: Some(manager.to_string()),
+                        subresource: subresource.map(str::to_string),
+                        ..Default::default()
+                    })
+                    .collect(),
+            );
+            crd
+        };
+        assert!(not_taken_over(&crd(&[("service-provider-host/kro", None)]), "c").is_ok());
+        let both = crd(&[("kubectl-edit", None), ("service-provider-host/kro", None)]);
+        assert!(not_taken_over(&both, "c").is_ok(), "ours, edited since: the apply reports conflicts");
+        let theirs = not_taken_over(&crd(&[("helm", None), ("kube-apiserver", Some("status"))]), "c").unwrap_err();
+        assert!(theirs.to_string().contains("installed by helm, not by this host"), "{theirs}");
+        let unknown = not_taken_over(&crd(&[("kube-apiserver", Some("status"))]), "c").unwrap_err();
+        assert!(unknown.to_string().contains("a writer that left no record"), "{unknown}");
+    }
 
     #[test]
     fn crds_must_be_labelled_for_their_cluster() {
