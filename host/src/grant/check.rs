@@ -18,7 +18,8 @@ use super::{COPY_SOURCE_LABEL, Effective, Place, listed};
 #[error("{what} is refused: {reason} (rule {rule})")]
 pub struct Denial {
     /// The rule's name: one of [`super::hard`]'s, `not-granted`,
-    /// `not-requested` or `grant-field`.
+    /// `not-requested`, `grant-field`, `no-conversion-webhooks` or
+    /// `plural-of-kind`.
     pub rule: String,
     /// The object, copy or observation, as an operator would name it.
     pub what: String,

@@ -12,9 +12,13 @@
 //! onboarding cluster, the platform cluster outside the tenant namespace,
 //! system namespaces.
 //!
+//! - [`identity`]: who the plugin is (service and ProviderConfig kinds,
+//!   finalizer, CRDs), pinned by the grant; a plugin claiming anything
+//!   else does not load.
 //! - [`effective`]: at load, what of the descriptor is granted; the rest is
 //!   reported and not given.
-//! - [`check`]: per call, every object, copy and deletion of a plan.
+//! - [`check`]: per call, every object, copy and deletion of a plan, with
+//!   the field conditions of `fields`.
 
 pub mod check;
 pub mod effective;
