@@ -110,11 +110,54 @@ impl CheckedPlan {
 
     /// The order the host applies a plan in (and `render` shows): Namespaces
     /// first, then the copies (which may need those namespaces), then every
-    /// other object in the plugin's order.
+    /// other object in the plugin's order, except that an object another
+    /// one refers to by `{kind, name}` comes before it. A round stops at its
+    /// first failure, so a reference to a sibling that turns out to be
+    /// someone else's object (a `Conflict`) is never written: the grant's
+    /// `planned` references hold for what is applied, not only for the plan.
     pub fn steps(&self) -> impl Iterator<Item = Step<'_>> {
         let namespaces = self.manifests.iter().filter(|m| m.is_namespace());
-        let others = self.manifests.iter().filter(|m| !m.is_namespace());
-        namespaces.map(Step::Apply).chain(self.copies.iter().map(Step::Copy)).chain(others.map(Step::Apply))
+        let others = referenced_first(self.manifests.iter().filter(|m| !m.is_namespace()).collect());
+        namespaces.map(Step::Apply).chain(self.copies.iter().map(Step::Copy)).chain(others.into_iter().map(Step::Apply))
+    }
+}
+
+/// `manifests` in their order, each after the siblings it refers to (in a
+/// cycle, the plugin's order decides).
+fn referenced_first(manifests: Vec<&Manifest>) -> Vec<&Manifest> {
+    fn visit<'a>(i: usize, all: &[&'a Manifest], state: &mut [u8], out: &mut Vec<&'a Manifest>) {
+        if state[i] != 0 {
+            return;
+        }
+        state[i] = 1;
+        let m = all[i];
+        for (j, other) in all.iter().enumerate() {
+            let next_to = j != i && other.cluster == m.cluster && other.namespace == m.namespace;
+            if next_to && refers_to(&m.object, &other.kind, &other.name) {
+                visit(j, all, state, out);
+            }
+        }
+        state[i] = 2;
+        out.push(m);
+    }
+    let mut state = vec![0u8; manifests.len()];
+    let mut out = Vec::with_capacity(manifests.len());
+    for i in 0..manifests.len() {
+        visit(i, &manifests, &mut state, &mut out);
+    }
+    out
+}
+
+/// Whether `value` holds a reference `{kind, name}` to this kind and name.
+fn refers_to(value: &Value, kind: &str, name: &str) -> bool {
+    match value {
+        Value::Object(map) => {
+            let here = map.get("kind").and_then(Value::as_str) == Some(kind)
+                && map.get("name").and_then(Value::as_str) == Some(name);
+            here || map.values().any(|v| refers_to(v, kind, name))
+        }
+        Value::Array(items) => items.iter().any(|v| refers_to(v, kind, name)),
+        _ => false,
     }
 }
 

@@ -28,11 +28,22 @@ const FORBIDDEN_METADATA: &[&str] = &[
     "generateName",
 ];
 
+/// The most JSON values (counted by their separators) one desired object
+/// may have.
+const MAX_JSON_VALUES: usize = 100_000;
+
 /// Largest total size of an object's annotations (the API server's limit).
 const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
 
 /// Parses and checks one desired object; the error says what is wrong.
 pub fn manifest(cluster: Cluster, text: &str) -> Result<Manifest, String> {
+    // Parsed, each value of the text is tens of bytes of host memory: a
+    // 4 MiB `[0,0,0,…]` would be 30 MiB and more. An upper bound of the
+    // values, counted before parsing.
+    let values = text.bytes().filter(|b| matches!(b, b',' | b'[' | b'{' | b':')).count();
+    if values > MAX_JSON_VALUES {
+        return Err(format!("a desired object has more than {MAX_JSON_VALUES} JSON values"));
+    }
     let object: Value = serde_json::from_str(text).map_err(|e| format!("a desired object is not valid JSON: {e}"))?;
     let map = object.as_object().ok_or("a desired object is not a JSON object")?;
     let api_version = string(map, "apiVersion")?;
@@ -162,5 +173,7 @@ mod tests {
             assert!(err.contains(reason), "{object}: {err}");
         }
         assert!(manifest(Cluster::Platform, "{not json").unwrap_err().contains("not valid JSON"));
+        let zeros = format!("{{\"a\": [{}0]}}", "0,".repeat(MAX_JSON_VALUES));
+        assert!(manifest(Cluster::Platform, &zeros).unwrap_err().contains("more than 100000 JSON values"));
     }
 }

@@ -137,6 +137,7 @@ pub fn check_plan(
         plan.objects.iter().map(|o| manifest(descriptor, o.cluster, &o.manifest)).collect::<Result<Vec<_>, _>>()?;
     let objects = manifests.iter().map(|m| Sibling {
         cluster: m.cluster,
+        group: m.group().to_string(),
         kind: m.kind.clone(),
         namespace: m.namespace.clone(),
         name: m.name.clone(),
@@ -144,6 +145,7 @@ pub fn check_plan(
     });
     let copies = plan.copies.iter().map(|c| Sibling {
         cluster: c.target_cluster,
+        group: String::new(),
         kind: c.kind().to_string(),
         namespace: Some(c.target_namespace.clone()),
         name: c.target_name.clone(),
@@ -166,6 +168,13 @@ pub fn check_plan(
         granted.check_always_refused(context, &target, &what)?;
         let capability = requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
         granted.check_write(context, &target, Some(&m.object), &siblings, &what)?;
+        if m.group() == "apiextensions.k8s.io"
+            && m.kind == "CustomResourceDefinition"
+            && m.object.pointer("/spec/conversion/strategy").and_then(serde_json::Value::as_str) == Some("Webhook")
+        {
+            let reason = "a conversion webhook would see every object of the kind";
+            return Err(Error::Denied(Denial::new("no-conversion-webhooks", what, reason)));
+        }
         m.plural = capability.api.plural.clone();
     }
     for copy in &plan.copies {

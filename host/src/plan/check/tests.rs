@@ -197,6 +197,74 @@ fn malformed_manifests_are_refused() {
 }
 
 #[test]
+fn a_crd_in_a_plan_is_never_converted_by_a_webhook() {
+    use service_provider_sdk::contract::Crd;
+    let crd_kind =
+        ApiKind::new("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
+    let mut d = descriptor();
+    d.capabilities.push(Capability {
+        cluster: Cluster::ControlPlane,
+        api: crd_kind,
+        scope: NamespaceScope::ClusterScoped,
+        names: vec![],
+    });
+    d.crds = vec![Crd {
+        cluster: Cluster::ControlPlane,
+        manifest: "metadata: {name: things.g.example}\nspec: {group: g.example}\n".into(),
+    }];
+    let mut grant = Grant::default_grant().pinning(&d);
+    grant.write.push(WriteRule {
+        cluster: Cluster::ControlPlane,
+        namespaces: vec![],
+        cluster_scoped: true,
+        groups: vec!["apiextensions.k8s.io".into()],
+        kinds: vec!["CustomResourceDefinition".into()],
+        fields: vec![],
+        only_fields: vec![],
+    });
+    let granted = Effective::new(&d, grant).unwrap();
+    let crd = |conversion: Value| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.g.example"}, "spec": {"group": "g.example", "conversion": conversion}})
+    };
+    let plan_with = |conversion| plan(vec![(Cluster::ControlPlane, crd(conversion))], vec![]);
+    assert!(check_plan(&d, &granted, &context(true), &plan_with(json!({"strategy": "None"}))).is_ok());
+    let webhook = json!({"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://x"}}});
+    let d2 = denial(check_plan(&d, &granted, &context(true), &plan_with(webhook)).unwrap_err());
+    assert_eq!(d2.rule, "no-conversion-webhooks");
+}
+
+#[test]
+fn an_object_comes_after_the_siblings_it_refers_to() {
+    let deployment = |name: &str, refers: Option<&str>| {
+        let mut d =
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "mcp--t"}});
+        if let Some(other) = refers {
+            d["spec"] = json!({"sourceRef": {"kind": "Deployment", "name": other}});
+        }
+        d
+    };
+    let manifests: Vec<Manifest> = [deployment("a", Some("c")), deployment("b", None), deployment("c", Some("b"))]
+        .iter()
+        .map(|v| validate::manifest(Cluster::Platform, &v.to_string()).unwrap())
+        .collect();
+    let plan = CheckedPlan {
+        manifests,
+        copies: vec![],
+        status: ServiceStatus { phase: "Ready".into(), conditions: vec![], resources: None },
+        requeue_after_seconds: 60,
+    };
+    let order: Vec<&str> = plan
+        .steps()
+        .map(|s| match s {
+            Step::Apply(m) => m.name.as_str(),
+            Step::Copy(_) => "copy",
+        })
+        .collect();
+    assert_eq!(order, ["b", "c", "a"]);
+}
+
+#[test]
 fn namespaces_come_first_then_copies_then_the_rest() {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
     let p = plan(
