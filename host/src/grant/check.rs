@@ -202,6 +202,7 @@ mod tests {
     fn sibling(kind: &str, name: &str, copy: bool) -> Sibling {
         Sibling {
             cluster: Cluster::Platform,
+            group: if copy { String::new() } else { "source.toolkit.fluxcd.io".into() },
             kind: kind.into(),
             namespace: Some("mcp--t".into()),
             name: name.into(),
@@ -215,6 +216,12 @@ mod tests {
         let good = release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref}));
         let plan = [sibling("OCIRepository", "chart", false)];
         assert_eq!(check(&good, &plan), Ok(()));
+        let other_group = json!({"apiVersion": "evil.example/v1", "kind": "OCIRepository", "name": "chart"});
+        let other = release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": other_group}));
+        assert!(check(&other, &plan).is_err(), "same kind and name in another group");
+        let same_group = json!({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository", "name": "chart"});
+        let same = release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": same_group}));
+        assert_eq!(check(&same, &plan), Ok(()));
         let foreign = release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}},
             "chartRef": {"kind": "OCIRepository", "name": "someone-elses"}}));
         assert!(check(&foreign, &plan).unwrap_err().reason.contains("an object of the same plan"));
@@ -241,6 +248,17 @@ mod tests {
                     "valuesFrom": [{"kind": "Secret", "name": "platform-credentials"}]})),
                 "grant-field",
                 "/spec/valuesFrom/0/kind is not one the plugin grant allows",
+            ),
+            (
+                release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "valuesFrom": []})),
+                "grant-field",
+                "/spec/valuesFrom is not one the plugin grant allows",
+            ),
+            (
+                release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}},
+                    "chartRef": {"apiVersion": "evil.example/v1", "kind": "OCIRepository", "name": "chart"}})),
+                "grant-field",
+                "/spec/chartRef must refer to an object of the same plan",
             ),
         ] {
             let denial = check(&bad, &[]).unwrap_err();

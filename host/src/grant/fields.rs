@@ -15,6 +15,8 @@ use super::hard::Target;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sibling {
     pub cluster: Cluster,
+    /// The API group (empty for copies and the core group).
+    pub group: String,
     /// `Secret` or `ConfigMap` for a copy.
     pub kind: String,
     /// `None` for a cluster-scoped object.
@@ -36,9 +38,11 @@ pub(super) fn unreviewed_field(only: &[String], object: &Value) -> Option<String
             leaf_paths(&format!("/{}", escape(key)), value, &mut leaves);
         }
     }
-    let covered = |leaf: &str| {
-        only.iter().any(|p| leaf == p || leaf.strip_prefix(p.as_str()).is_some_and(|r| r.starts_with('/')))
-    };
+    // A leaf under an allowed path is covered; so is an empty object or
+    // list on the way to one (`spec: {}`), but not an empty one elsewhere
+    // (`valuesFrom: []` names a field like any other).
+    let under = |path: &str, prefix: &str| path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
+    let covered = |leaf: &str| only.iter().any(|p| leaf == p || under(leaf, p) || under(p, leaf));
     leaves
         .into_iter()
         .find(|leaf| !covered(leaf))
@@ -50,12 +54,15 @@ fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// The paths of every scalar under `value` (an empty object or list sets
-/// nothing).
+/// The paths of every scalar, empty object and empty list under `value`.
 fn leaf_paths(at: &str, value: &Value, out: &mut Vec<String>) {
     match value {
-        Value::Object(map) => map.iter().for_each(|(k, v)| leaf_paths(&format!("{at}/{}", escape(k)), v, out)),
-        Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| leaf_paths(&format!("{at}/{i}"), v, out)),
+        Value::Object(map) if !map.is_empty() => {
+            map.iter().for_each(|(k, v)| leaf_paths(&format!("{at}/{}", escape(k)), v, out))
+        }
+        Value::Array(items) if !items.is_empty() => {
+            items.iter().enumerate().for_each(|(i, v)| leaf_paths(&format!("{at}/{i}"), v, out))
+        }
         _ => out.push(at.to_string()),
     }
 }
@@ -89,12 +96,15 @@ pub(super) fn field_denial(
 fn planned_denial(path: &str, reference: &Value, target: &Target, siblings: &[Sibling]) -> Option<String> {
     let text = |key: &str| reference.get(key).and_then(Value::as_str);
     let namespace_ok = reference.get("namespace").is_none() || text("namespace") == target.namespace;
+    // With an apiVersion, the group must be the sibling's too.
+    let group = text("apiVersion").map(crate::resource::group_of);
     let found = siblings.iter().any(|s| {
         !s.copy
             && s.cluster == target.cluster
             && s.namespace.as_deref() == target.namespace
             && Some(s.kind.as_str()) == text("kind")
             && Some(s.name.as_str()) == text("name")
+            && group.is_none_or(|g| g == s.group)
     });
     match namespace_ok && found {
         true => None,
