@@ -117,25 +117,26 @@ fn policy_rule(at: &str, rule: &PolicyRule, found: &mut Vec<String>) {
     }
 }
 
-/// One kind, one plural: the same group, version and kind named with two
-/// plurals (or two kinds of a group version with one plural) would let a
-/// check made for one kind act on another.
+/// One kind, one plural, in every version: the same group and kind named
+/// with two plurals (or two kinds of a group with one plural) would let a
+/// check made for one kind act on another, e.g. through a version nobody
+/// serves.
 fn consistent_kinds(d: &Descriptor, found: &mut Vec<String>) {
     let kinds = [&d.service, &d.provider_config]
         .into_iter()
         .chain(d.capabilities.iter().map(|c| &c.api))
         .chain(d.observations.iter().map(|o| &o.api));
-    let mut plurals: BTreeMap<(&str, &str, &str), (&str, bool)> = BTreeMap::new();
-    let mut owners: BTreeMap<(&str, &str, &str), &str> = BTreeMap::new();
+    let mut plurals: BTreeMap<(&str, &str), (&str, bool)> = BTreeMap::new();
+    let mut owners: BTreeMap<(&str, &str), &str> = BTreeMap::new();
     for api in kinds {
-        let key = (api.group.as_str(), api.version.as_str(), api.kind.as_str());
+        let key = (api.group.as_str(), api.kind.as_str());
         let seen = *plurals.entry(key).or_insert((api.plural.as_str(), api.namespaced));
         if seen != (api.plural.as_str(), api.namespaced) {
-            found.push(format!("kind {} of {} is described with two plurals or scopes", api.kind, api.api_version()));
+            found.push(format!("kind {} of group {:?} is described with two plurals or scopes", api.kind, api.group));
         }
-        let owner = *owners.entry((key.0, key.1, api.plural.as_str())).or_insert(api.kind.as_str());
+        let owner = *owners.entry((key.0, api.plural.as_str())).or_insert(api.kind.as_str());
         if owner != api.kind {
-            found.push(format!("plural {} of {} is given to two kinds", api.plural, api.api_version()));
+            found.push(format!("plural {} of group {:?} is given to two kinds", api.plural, api.group));
         }
     }
     found.dedup();
@@ -190,6 +191,16 @@ mod tests {
             (Box::new(|d| d.service.namespaced = false), "must be namespaced"),
             (Box::new(|d| d.access.control_plane_rules = vec![PolicyRule::new(&[""], &["a b"], &["get"])]), "resource"),
             (Box::new(|d| d.observations[0].api.plural = "ocirepositories".into()), "two plurals"),
+            (
+                Box::new(|d| {
+                    let mut other_version = d.observations[0].clone();
+                    other_version.id = "v7".into();
+                    other_version.api.version = "v7".into();
+                    other_version.api.plural = "helmcharts".into();
+                    d.observations.push(other_version);
+                }),
+                "two plurals",
+            ),
             (Box::new(|d| d.observations.push(d.observations[0].clone())), "used twice"),
         ];
         for (change, expected) in cases {
