@@ -240,6 +240,13 @@ pub async fn apply(
     Ok(Change::Written)
 }
 
+/// Deletion of exactly the object whose metadata the host checked (its
+/// uid as a precondition): never another that the same path names now.
+pub fn exactly(meta: &kube::api::ObjectMeta) -> DeleteParams {
+    let preconditions = kube::api::Preconditions { uid: meta.uid.clone(), resource_version: None };
+    DeleteParams { preconditions: Some(preconditions), ..DeleteParams::background() }
+}
+
 /// Deletes one object the host manages. Returns true once it is gone.
 /// Objects without this instance's owner labels are not ours and count as
 /// gone: the host never deletes what it did not create. `cached` is what a
@@ -264,7 +271,7 @@ pub async fn delete(client: &Client, target: &ObjectRef, cached: Lookup, owner: 
         return Ok(true);
     }
     if live.metadata.deletion_timestamp.is_none() {
-        match api.delete(&target.name, &DeleteParams::background()).await {
+        match api.delete(&target.name, &exactly(&live.metadata)).await {
             Ok(answer) => return Ok(answer.either(|o| deleted_at_once(&o.metadata), |_| true)),
             Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(true),
             Err(e) => return Err(Error::kube(format!("deleting {}", what()), e)),

@@ -12,7 +12,7 @@
 //! once with an empty inventory when the instance is deleted.
 
 use kube::Client;
-use kube::api::{ApiResource, DeleteParams, ListParams, ObjectMeta};
+use kube::api::{ApiResource, ListParams, ObjectMeta};
 use service_provider_sdk::contract::{Cluster, Context, Descriptor};
 
 use crate::Error;
@@ -60,41 +60,71 @@ pub async fn prune(
     let selector = owner.selector();
     let mut deleted = 0;
     for scope in scopes.iter().filter(|s| !(s.resource.kind == "Namespace" && s.resource.group.is_empty())) {
-        let kind = &scope.resource.kind;
         let cached = stores
             .filter(|_| cluster == Cluster::Platform)
             .and_then(|stores| stores.all_ours(&scope.resource, scope.namespace.as_deref()));
-        let candidates: Vec<ObjectMeta> = match cached {
-            Some(metadata) => metadata,
-            None => {
-                let api = dynamic_api(client, &scope.resource, scope.namespace.as_deref());
-                match api.list_metadata(&ListParams::default().labels(&selector)).await {
-                    Ok(list) => list.items.into_iter().map(|o| o.metadata).collect(),
-                    Err(e) if kind_absent(&e) => continue,
-                    Err(e) => {
-                        return Err(Error::kube(
-                            format!("listing {kind} objects to prune on the {cluster} cluster"),
-                            e,
-                        ));
-                    }
+        let at = Orphans { client, cluster, scope, owner, keep };
+        if let Some(metadata) = cached {
+            deleted += at.delete(&metadata).await?;
+            continue;
+        }
+        // A page at a time: a tenant may have labelled any number of
+        // objects on its own cluster like ours.
+        let api = dynamic_api(client, &scope.resource, scope.namespace.as_deref());
+        let mut params = ListParams::default().labels(&selector).limit(PAGE);
+        loop {
+            let list = match api.list_metadata(&params).await {
+                Ok(list) => list,
+                Err(e) if kind_absent(&e) => break,
+                Err(e) => {
+                    let what = format!("listing {} objects to prune on the {cluster} cluster", scope.resource.kind);
+                    return Err(Error::kube(what, e));
                 }
+            };
+            let candidates: Vec<ObjectMeta> = list.items.into_iter().map(|o| o.metadata).collect();
+            deleted += at.delete(&candidates).await?;
+            match list.metadata.continue_.filter(|token| !token.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
             }
-        };
-        for meta in &candidates {
+        }
+    }
+    Ok(deleted)
+}
+
+/// How many objects one page of a prune LIST asks for.
+const PAGE: u32 = 250;
+
+/// Where orphans are looked for: one kind and scope on one cluster.
+struct Orphans<'a> {
+    client: &'a Client,
+    cluster: Cluster,
+    scope: &'a Scope,
+    owner: &'a Owner,
+    keep: &'a Inventory,
+}
+
+impl Orphans<'_> {
+    /// Deletes the candidates the instance owns and no longer plans;
+    /// returns how many deletions were requested.
+    async fn delete(&self, candidates: &[ObjectMeta]) -> Result<usize, Error> {
+        let (cluster, kind) = (self.cluster, &self.scope.resource.kind);
+        let mut deleted = 0;
+        for meta in candidates {
             let (Some(name), None) = (meta.name.clone(), meta.deletion_timestamp.as_ref()) else { continue };
             let key = ObjectKey {
                 cluster,
-                group: scope.resource.group.clone(),
+                group: self.scope.resource.group.clone(),
                 kind: kind.clone(),
                 namespace: meta.namespace.clone(),
                 name: name.clone(),
             };
             // The exact owner, not just the (possibly shortened) labels.
-            if keep.contains(&key) || !owner.owns(meta) {
+            if self.keep.contains(&key) || !self.owner.owns(meta) {
                 continue;
             }
-            let api = dynamic_api(client, &scope.resource, meta.namespace.as_deref());
-            match api.delete(&name, &DeleteParams::background()).await {
+            let api = dynamic_api(self.client, &self.scope.resource, meta.namespace.as_deref());
+            match api.delete(&name, &super::exactly(meta)).await {
                 Ok(_) => deleted += 1,
                 Err(kube::Error::Api(s)) if s.is_not_found() => {}
                 Err(e) => {
@@ -103,6 +133,6 @@ pub async fn prune(
                 }
             }
         }
+        Ok(deleted)
     }
-    Ok(deleted)
 }
