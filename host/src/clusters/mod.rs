@@ -139,6 +139,14 @@ pub async fn read_kubeconfig(platform: &Client, at: &KubeconfigRef) -> Result<(S
     Ok((text, version))
 }
 
+/// The largest response body the host reads from a tenant's cluster (a
+/// ControlPlane or workload cluster, whose objects the tenant controls): a
+/// LIST page of objects with the largest annotations the API server allows
+/// would otherwise be read whole into memory. A larger answer is an error
+/// of its request; a watch stream is restarted (and relisted) after this
+/// much. Requests are paged well below it.
+pub const MAX_TENANT_RESPONSE_BYTES: usize = 32 << 20;
+
 /// A Secret's `(namespace, name)`.
 type SecretKey = (String, String);
 
@@ -210,6 +218,9 @@ impl ClientCache {
                 request
             }))
             .map_err(tower::BoxError::from)
+            .map_response(|response: Response<hyper::body::Incoming>| {
+                response.map(|body| http_body_util::Limited::new(body, MAX_TENANT_RESPONSE_BYTES))
+            })
             .service(pools::service(pool));
         Ok(Client::new(service, config.default_namespace))
     }
