@@ -198,7 +198,7 @@ impl PluginArgs {
         }
         .with_context(|| format!("loading plugin {}", self.plugin.display()))?;
         let grant = Grant::load(self.plugin_grant.as_deref())?;
-        let granted = Effective::new(plugin.descriptor(), grant)?;
+        let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant)?;
         for refused in &granted.refused {
             tracing::warn!(plugin = %plugin.name(), "not granted: {refused}");
         }

@@ -288,6 +288,34 @@ fn render_shows_the_hosts_refusals_offline() {
     assert!(stderr.contains("ocirepositories.source.toolkit.fluxcd.io"), "{stderr}");
 }
 
+/// A grant can give an identity to exactly one component: its digest.
+#[test]
+fn an_identity_pinned_to_a_digest_is_given_only_to_those_bytes() {
+    let wasm = std::fs::read(plugins::plugin_path(plugins::KRO)).unwrap();
+    let grant_with = |digest: &str| {
+        let mut grant: Value = serde_saphyr::from_str(service_provider_host::grant::DEFAULT).unwrap();
+        for identity in grant["identities"].as_array_mut().unwrap() {
+            identity["digest"] = Value::from(digest);
+        }
+        temp_file(&format!("pinned-{}.json", &digest[7..15]), &grant.to_string())
+    };
+    let with_grant = |grant: &PathBuf| {
+        let examples = ["--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"];
+        let mut all: Vec<String> = examples.iter().map(|a| a.to_string()).collect();
+        all.extend(["--plugin-grant".to_string(), s(grant).to_string()]);
+        all
+    };
+    let right = with_grant(&grant_with(&service_provider_host::sandbox::digest_of(&wasm)));
+    let doc = render_json(&right.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(doc["result"], "planned", "{doc:#}");
+    let wrong = with_grant(&grant_with(&format!("sha256:{}", "0".repeat(64))));
+    let (ok, _, stderr) = render(&wrong.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        !ok && stderr.contains("its digest is sha256:") && stderr.contains("the grant pins sha256:0000"),
+        "{stderr}"
+    );
+}
+
 /// One plugin's examples, for the checks every plugin gets.
 struct Examples {
     plugin: plugins::Component,

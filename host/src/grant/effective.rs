@@ -30,9 +30,21 @@ pub struct Effective {
 }
 
 impl Effective {
-    /// Intersects a plugin's descriptor with a grant. Fails only when the
-    /// grant names another plugin.
+    /// Intersects the descriptor of the component with digest `digest`
+    /// (`sha256:<hex>`) with a grant: what the host does for a loaded
+    /// plugin. Fails when the grant names another plugin, pins no identity
+    /// for it, or one it does not match.
+    pub fn for_component(descriptor: &Descriptor, digest: &str, grant: Grant) -> Result<Effective, GrantError> {
+        Effective::checked(descriptor, Some(digest), grant)
+    }
+
+    /// Like [`Effective::for_component`], for a descriptor whose component
+    /// is not at hand: an identity that pins a digest is then refused.
     pub fn new(descriptor: &Descriptor, grant: Grant) -> Result<Effective, GrantError> {
+        Effective::checked(descriptor, None, grant)
+    }
+
+    fn checked(descriptor: &Descriptor, digest: Option<&str>, grant: Grant) -> Result<Effective, GrantError> {
         if let Some(name) = grant.plugin.as_deref().filter(|n| *n != descriptor.name) {
             return Err(GrantError::OtherPlugin { granted: name.to_string(), plugin: descriptor.name.clone() });
         }
@@ -45,7 +57,14 @@ impl Effective {
         if let Some(why) = identity.invalid() {
             return Err(GrantError::Identity { plugin: plugin(), found: vec![format!("the grant's identity: {why}")] });
         }
-        let found = identity.mismatches(descriptor);
+        let mut found = identity.mismatches(descriptor);
+        match (identity.digest.as_deref(), digest) {
+            (Some(pinned), Some(actual)) if pinned != actual => {
+                found.push(format!("its digest is {actual}, the grant pins {pinned}"));
+            }
+            (Some(pinned), None) => found.push(format!("the grant pins digest {pinned}, which cannot be checked here")),
+            _ => {}
+        }
         if !found.is_empty() {
             return Err(GrantError::Identity { plugin: plugin(), found });
         }
@@ -316,6 +335,19 @@ mod tests {
         let grant = Grant::default_grant().pinning(&flux_group);
         let err = Effective::new(&flux_group, grant).unwrap_err().to_string();
         assert!(err.contains("belongs to Kubernetes, Flux or openmcp"), "{err}");
+    }
+
+    #[test]
+    fn a_pinned_digest_gives_the_identity_to_exactly_those_bytes() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let mut grant = Grant::default_grant().pinning(&descriptor());
+        grant.identities.iter_mut().for_each(|i| i.digest = Some(digest.clone()));
+        assert!(Effective::for_component(&descriptor(), &digest, grant.clone()).is_ok());
+        let other = format!("sha256:{}", "b".repeat(64));
+        let err = Effective::for_component(&descriptor(), &other, grant.clone()).unwrap_err().to_string();
+        assert!(err.contains(&format!("its digest is {other}")), "{err}");
+        let err = Effective::new(&descriptor(), grant).unwrap_err().to_string();
+        assert!(err.contains("cannot be checked here"), "{err}");
     }
 
     #[test]

@@ -40,6 +40,11 @@ pub struct Identity {
     /// service's or the ProviderConfig's group.
     #[serde(default)]
     pub crds: Vec<String>,
+    /// If set, the `sha256:<hex>` digest the component must have: the
+    /// identity is then given to exactly these bytes, not to whatever
+    /// plugin calls itself by this name.
+    #[serde(default)]
+    pub digest: Option<String>,
 }
 
 /// API groups no plugin may call its own: Kubernetes' (`k8s.io`,
@@ -72,11 +77,16 @@ impl Identity {
             provider_config: kind(&descriptor.provider_config),
             finalizer: descriptor.finalizer.clone(),
             crds: descriptor.crds.iter().map(|c| crd_name_and_group(&c.manifest).0).collect(),
+            digest: None,
         }
     }
 
     /// Why a grant's identity is not one any grant may give.
     pub fn invalid(&self) -> Option<String> {
+        let hex = |d: &str| d.len() == 64 && d.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+        if let Some(digest) = self.digest.as_deref().filter(|d| !d.strip_prefix("sha256:").is_some_and(hex)) {
+            return Some(format!("digest {digest:?} is not sha256:<64 lower-case hex digits>"));
+        }
         for group in [&self.service.group, &self.provider_config.group] {
             if reserved(group) {
                 return Some(format!("group {group:?} belongs to Kubernetes, Flux or openmcp"));
@@ -134,6 +144,7 @@ mod tests {
             provider_config: KindRef { group: "kro.example".into(), kind: "ProviderConfig".into() },
             finalizer: "kro.example/finalizer".into(),
             crds: vec!["kroes.kro.example".into()],
+            digest: None,
         }
     }
 

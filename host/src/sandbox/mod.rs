@@ -120,6 +120,7 @@ impl Sandbox {
             None => Component::new(&self.engine, wasm).map_err(|e| PluginError::Compile(e.into()))?,
         };
         let compile_time = started.elapsed();
+        let digest = digest_of(wasm);
         let version = self.version_of(&component, wasm)?;
         let mut linker = Linker::<State>::new(&self.engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| PluginError::Engine(e.into()))?;
@@ -129,7 +130,7 @@ impl Sandbox {
             Version::V0_2 => v0_2::bindings::PluginPre::new(instance_pre).map(Pre::V0_2),
         }
         .map_err(|e| PluginError::Incompatible(e.into()))?;
-        Ok(Prepared { engine: self.engine.clone(), pre, compile_time })
+        Ok(Prepared { engine: self.engine.clone(), pre, compile_time, digest })
     }
 
     /// The contract version a component implements, from the provider
@@ -171,6 +172,14 @@ impl Sandbox {
     }
 }
 
+/// The `sha256:<hex>` digest of a component's bytes: what a grant's
+/// identity may pin.
+pub fn digest_of(wasm: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let hex: String = Sha256::digest(wasm).iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 /// Advances the epoch until the engine is dropped. Holds only a weak
 /// reference so the engine's lifetime stays with its users.
 fn spawn_ticker(engine: &Engine) {
@@ -201,6 +210,8 @@ pub struct Prepared {
     engine: Engine,
     pre: Pre,
     compile_time: Duration,
+    /// `sha256:<hex>` of the component's bytes.
+    digest: String,
 }
 
 /// One call of the provider interface.

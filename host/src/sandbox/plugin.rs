@@ -35,6 +35,11 @@ impl Plugin {
         self.inner.limits.input_bytes
     }
 
+    /// `sha256:<hex>` of the component's bytes.
+    pub fn digest(&self) -> &str {
+        &self.inner.prepared.digest
+    }
+
     /// How long compiling (or loading the precompiled) component took.
     pub fn compile_time(&self) -> Duration {
         self.inner.prepared.compile_time

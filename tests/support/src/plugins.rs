@@ -142,6 +142,7 @@ pub fn grant_text_for(plugin_name: &str) -> String {
 
 /// A plugin with the grant of [`grant_for`].
 pub fn planner(plugin: Plugin) -> Planner {
-    let granted = Effective::new(plugin.descriptor(), grant_for(&plugin)).expect("the grant fits the plugin");
+    let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant_for(&plugin))
+        .expect("the grant fits the plugin");
     Planner { plugin, granted: Arc::new(granted) }
 }
