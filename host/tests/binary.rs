@@ -193,8 +193,7 @@ fn failures_are_one_line_for_people() {
 async fn the_workload_plugin_runs_through_the_binary_with_a_grant_file() {
     let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true }).await;
     f.provider_config(json!([version("v1", "1")])).await;
-    let grant = std::env::temp_dir().join(format!("{}.yaml", unique("grant")));
-    std::fs::write(&grant, plugins::grant_text_for("echo")).unwrap();
+    let grant = grant_file("echo");
     let options = ReplicaOptions {
         plugin: plugins::WORKLOAD_ECHO,
         args: vec!["--plugin-grant".into(), grant.display().to_string()],
@@ -218,6 +217,13 @@ async fn the_workload_plugin_runs_through_the_binary_with_a_grant_file() {
     let _ = std::fs::remove_file(grant);
 }
 
+/// A `--plugin-grant` file with the test grant for the plugin named `plugin`.
+fn grant_file(plugin: &str) -> std::path::PathBuf {
+    let grant = std::env::temp_dir().join(format!("{}.yaml", unique("grant")));
+    std::fs::write(&grant, plugins::grant_text_for(plugin)).unwrap();
+    grant
+}
+
 /// A hostile plugin cannot end the host process: malformed output, a
 /// sleeping call and a memory bomb each fail their own instance, and a
 /// healthy instance of the same process gets Ready.
@@ -232,8 +238,7 @@ async fn a_hostile_plugin_cannot_end_the_process() {
     .await;
     f.source_secret("registry", "kubernetes.io/dockerconfigjson", "{}").await;
     f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry"}])).await;
-    let grant = std::env::temp_dir().join(format!("{}.yaml", unique("grant")));
-    std::fs::write(&grant, plugins::grant_text_for("hostile")).unwrap();
+    let grant = grant_file("hostile");
     let options = ReplicaOptions {
         plugin: plugins::HOSTILE,
         args: vec!["--plugin-grant".into(), grant.display().to_string()],

@@ -58,8 +58,9 @@ fn init_command_for(
     cmd
 }
 
-#[tokio::test]
-async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
+/// A fresh platform cluster with openmcp's and Flux's CRDs (no project
+/// CRDs yet), a fresh onboarding cluster, and a client for each.
+async fn fresh_clusters() -> (Cluster, Cluster, kube::Client, kube::Client) {
     let (platform, onboarding, third_party) = tokio::join!(
         Cluster::start(ClusterOptions::new("platform")),
         Cluster::start(ClusterOptions::new("onboarding")),
@@ -71,6 +72,12 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     let platform_crds: Vec<_> =
         third_party.unwrap().expect("CRDs").into_iter().filter(|c| c.purpose == Some(Purpose::Platform)).collect();
     crds::install(&platform_client, &platform_crds, Duration::from_secs(60)).await.expect("openmcp and Flux CRDs");
+    (platform, onboarding, platform_client, onboarding_client)
+}
+
+#[tokio::test]
+async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
+    let (platform, onboarding, platform_client, onboarding_client) = fresh_clusters().await;
 
     let pod_ns = unique("provider");
     let provider = unique("kro");
@@ -196,17 +203,7 @@ async fn output(mut cmd: Command) -> (bool, String) {
 /// over a CRD another field manager installed.
 #[tokio::test]
 async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
-    let (platform, onboarding, third_party) = tokio::join!(
-        Cluster::start(ClusterOptions::new("platform")),
-        Cluster::start(ClusterOptions::new("onboarding")),
-        tokio::task::spawn_blocking(crds::third_party_crds),
-    );
-    let (platform, onboarding) = (platform.expect("platform"), onboarding.expect("onboarding"));
-    let platform_client = platform.client().await.unwrap();
-    let onboarding_client = onboarding.client().await.unwrap();
-    let platform_crds: Vec<_> =
-        third_party.unwrap().expect("CRDs").into_iter().filter(|c| c.purpose == Some(Purpose::Platform)).collect();
-    crds::install(&platform_client, &platform_crds, Duration::from_secs(60)).await.expect("openmcp and Flux CRDs");
+    let (platform, onboarding, platform_client, onboarding_client) = fresh_clusters().await;
     let crd_api = Api::<CustomResourceDefinition>::all(platform_client.clone());
     let flux_before = crd_api.get(impostor_plugin::FLUX_CRD_NAME).await.expect("Flux's CRD");
     let pod_ns = unique("provider");
