@@ -1,0 +1,164 @@
+//! Tests of what of a descriptor a grant gives, and of the identity it pins.
+
+use service_provider_sdk::contract::{Access, ApiKind, Cluster, Crd, Stage};
+
+use super::*;
+
+fn kind(group: &str, k: &str, namespaced: bool) -> ApiKind {
+    ApiKind::new(group, "v1", k, &format!("{}s", k.to_lowercase()), namespaced)
+}
+
+fn observation(id: &str, cluster: Cluster, api: ApiKind, scope: NamespaceScope, detail: ObservedDetail) -> Observation {
+    Observation { id: id.into(), cluster, api, scope, name: None, stage: Stage::Always, detail }
+}
+
+fn descriptor() -> Descriptor {
+    let service = kind("kro.example", "Kro", true);
+    Descriptor {
+        observations: vec![
+            observation(
+                "flux",
+                Cluster::Platform,
+                kind("helm.toolkit.fluxcd.io", "HelmRelease", true),
+                NamespaceScope::Tenant,
+                ObservedDetail::Full,
+            ),
+            observation(
+                "rgds",
+                Cluster::ControlPlane,
+                kind("kro.run", "ResourceGraphDefinition", false),
+                NamespaceScope::ClusterScoped,
+                ObservedDetail::Metadata,
+            ),
+            observation(
+                "secrets",
+                Cluster::Platform,
+                kind("", "Secret", true),
+                NamespaceScope::Tenant,
+                ObservedDetail::Full,
+            ),
+            observation(
+                "all-releases",
+                Cluster::Platform,
+                kind("helm.toolkit.fluxcd.io", "HelmRelease", true),
+                NamespaceScope::ClusterScoped,
+                ObservedDetail::Full,
+            ),
+            observation(
+                "cp-configmaps",
+                Cluster::ControlPlane,
+                kind("", "ConfigMap", true),
+                NamespaceScope::ClusterScoped,
+                ObservedDetail::Full,
+            ),
+        ],
+        access: Access {
+            control_plane_rules: vec![
+                PolicyRule::new(&["apps"], &["deployments"], &["get", "create"]),
+                PolicyRule::new(&["*"], &["*"], &["*"]),
+            ],
+            workload_cluster: true,
+            workload_rules: vec![PolicyRule::new(&[""], &["configmaps"], &["get"])],
+        },
+        ..Descriptor::new("kro", service.clone(), kind("kro.example", "ProviderConfig", false), "f")
+    }
+}
+
+#[test]
+fn the_default_grant_gives_what_a_flux_provider_needs_and_nothing_more() {
+    let e = Effective::new(&descriptor(), Grant::default_grant().pinning(&descriptor())).unwrap();
+    let ids: Vec<&str> = e.observations.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, ["flux", "rgds"]);
+    assert_eq!(e.control_plane_rules, [PolicyRule::new(&["apps"], &["deployments"], &["get", "create"])]);
+    assert!(!e.workload_cluster, "no workload cluster by default");
+    let refused = e.refused.join("\n");
+    for expected in [
+        "\"secrets\"",
+        "no-secret-data",
+        "\"all-releases\"",
+        "tenant-namespace-only",
+        "\"cp-configmaps\"",
+        "no-wildcard-tokens",
+        "workload cluster",
+    ] {
+        assert!(refused.contains(expected), "{expected} in {refused}");
+    }
+}
+
+#[test]
+fn an_operator_can_grant_more_but_never_what_is_always_refused() {
+    let mut grant = Grant::default_grant();
+    grant.token_rules.workload = vec![PolicyRule::new(&[""], &["configmaps"], &["*"])];
+    grant.observe.push(ObserveRule {
+        cluster: Cluster::Platform,
+        namespaces: vec!["*".into()],
+        cluster_scoped: true,
+        groups: vec!["*".into()],
+        kinds: vec!["*".into()],
+        detail: Detail::Full,
+        annotations: vec![],
+    });
+    let e = Effective::new(&descriptor(), grant.pinning(&descriptor())).unwrap();
+    assert!(e.workload_cluster);
+    assert_eq!(e.workload_rules.len(), 1);
+    let ids: Vec<&str> = e.observations.iter().map(|o| o.id.as_str()).collect();
+    assert!(!ids.contains(&"secrets") && !ids.contains(&"all-releases"), "{ids:?}");
+}
+
+#[test]
+fn a_plugin_is_only_what_the_grant_pins() {
+    // The built-in grant pins guest-kro's identity for "kro": this
+    // descriptor claims another service group under that name.
+    let err = Effective::new(&descriptor(), Grant::default_grant()).unwrap_err().to_string();
+    assert!(err.contains("its service kind is Kro of \"kro.example\", the grant pins Kro of"), "{err}");
+    assert!(err.contains("its finalizer is \"f\""), "{err}");
+    let mut unknown = descriptor();
+    unknown.name = "third-party".into();
+    let err = Effective::new(&unknown, Grant::default_grant()).unwrap_err().to_string();
+    assert!(err.contains("pins no identity for plugin \"third-party\"") && err.contains("\"kro\", \"flux\""), "{err}");
+    let mut crd = descriptor();
+    crd.crds = vec![Crd {
+        cluster: Cluster::Platform,
+        manifest: "metadata: {name: things.evil.io}\nspec: {group: evil.io}\n".into(),
+    }];
+    let err = Effective::new(&crd, Grant::default_grant().pinning(&descriptor())).unwrap_err().to_string();
+    assert!(err.contains("CRD \"things.evil.io\""), "{err}");
+    let mut flux_group = descriptor();
+    flux_group.provider_config.group = "source.toolkit.fluxcd.io".into();
+    let grant = Grant::default_grant().pinning(&flux_group);
+    let err = Effective::new(&flux_group, grant).unwrap_err().to_string();
+    assert!(err.contains("belongs to Kubernetes, Flux or openmcp"), "{err}");
+}
+
+#[test]
+fn a_pinned_digest_gives_the_identity_to_exactly_those_bytes() {
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let mut grant = Grant::default_grant().pinning(&descriptor());
+    grant.identities.iter_mut().for_each(|i| i.digest = Some(digest.clone()));
+    assert!(Effective::for_component(&descriptor(), &digest, grant.clone()).is_ok());
+    let other = format!("sha256:{}", "b".repeat(64));
+    let err = Effective::for_component(&descriptor(), &other, grant.clone()).unwrap_err().to_string();
+    assert!(err.contains(&format!("its digest is {other}")), "{err}");
+    let err = Effective::new(&descriptor(), grant).unwrap_err().to_string();
+    assert!(err.contains("cannot be checked here"), "{err}");
+}
+
+#[test]
+fn a_grant_for_another_plugin_is_refused() {
+    let grant = Grant { plugin: Some("flux".into()), ..Grant::default_grant() };
+    let err = Effective::new(&descriptor(), grant).unwrap_err();
+    assert!(err.to_string().contains("\"flux\""), "{err}");
+}
+
+#[test]
+fn rbac_rule_coverage() {
+    let g = PolicyRule::new(&["apps", ""], &["deployments", "configmaps"], &["get", "list"]);
+    assert!(rule_covers(&g, &PolicyRule::new(&["apps"], &["deployments"], &["get"])));
+    assert!(!rule_covers(&g, &PolicyRule::new(&["apps"], &["deployments"], &["delete"])));
+    assert!(!rule_covers(&g, &PolicyRule::new(&["batch"], &["jobs"], &["get"])));
+    let named = PolicyRule { resource_names: vec!["a".into()], ..g.clone() };
+    let mut r = PolicyRule::new(&["apps"], &["deployments"], &["get"]);
+    assert!(!rule_covers(&named, &r), "all names requested, only `a` granted");
+    r.resource_names = vec!["a".into()];
+    assert!(rule_covers(&named, &r));
+}
