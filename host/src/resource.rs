@@ -6,6 +6,11 @@ use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::{Api, Client};
 use service_provider_sdk::contract::ApiKind;
 
+/// How many objects one page of a LIST the host reads asks for (an
+/// observation's, a prune's): what a tenant has put on its cluster is read
+/// a page at a time, never whole.
+pub const LIST_PAGE: u32 = 250;
+
 /// `(group, version)` of an `apiVersion`; the core group is `""`.
 pub fn split_api_version(api_version: &str) -> (&str, &str) {
     api_version.rsplit_once('/').unwrap_or(("", api_version))

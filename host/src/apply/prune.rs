@@ -19,7 +19,7 @@ use crate::Error;
 use crate::instance::scope_namespace;
 use crate::owner::Owner;
 use crate::plan::{Inventory, ObjectKey};
-use crate::resource::{self, dynamic_api, kind_absent};
+use crate::resource::{self, LIST_PAGE, dynamic_api, kind_absent};
 use crate::stores::Stores;
 
 /// Where to look for orphans: a kind, and a namespace (all namespaces, or
@@ -71,7 +71,7 @@ pub async fn prune(
         // A page at a time: a tenant may have labelled any number of
         // objects on its own cluster like ours.
         let api = dynamic_api(client, &scope.resource, scope.namespace.as_deref());
-        let mut params = ListParams::default().labels(&selector).limit(PAGE);
+        let mut params = ListParams::default().labels(&selector).limit(LIST_PAGE);
         loop {
             let list = match api.list_metadata(&params).await {
                 Ok(list) => list,
@@ -91,9 +91,6 @@ pub async fn prune(
     }
     Ok(deleted)
 }
-
-/// How many objects one page of a prune LIST asks for.
-const PAGE: u32 = 250;
 
 /// Where orphans are looked for: one kind and scope on one cluster.
 struct Orphans<'a> {

@@ -1,27 +1,25 @@
 //! Reading an observation that lists objects: a page at a time, trimmed
-//! as the pages come, and never past the plugin's input limit ([`Budget`]).
+//! and serialised as the pages come, and never past the plugin's input
+//! limit ([`Budget`]).
 
 use kube::api::{DynamicObject, ListParams};
-use serde_json::{Value, json};
+use serde_json::json;
 use service_provider_sdk::contract::{Detail, Observation};
 
 use super::{to_json, trim};
 use crate::Error;
-use crate::resource::kind_absent;
-
-/// How many objects one page of an observation's LIST asks for.
-const PAGE: u32 = 250;
+use crate::resource::{LIST_PAGE, kind_absent};
 
 /// What an observation may read in all: the plugin's input limit. A LIST
 /// is read a page at a time and stops once its objects outgrow it, so a
 /// tenant who fills a cluster costs the host one page, not the cluster.
-pub struct Budget {
-    pub max_bytes: usize,
+pub(super) struct Budget {
+    max_bytes: usize,
     used: usize,
 }
 
 impl Budget {
-    pub fn new(max_bytes: usize) -> Self {
+    pub(super) fn new(max_bytes: usize) -> Self {
         Budget { max_bytes, used: 0 }
     }
 
@@ -34,8 +32,9 @@ impl Budget {
     }
 }
 
-/// Lists an observation a page at a time, trimmed as it goes, within the
-/// budget; an unserved kind lists nothing.
+/// Lists an observation a page at a time, each object trimmed and
+/// serialised once as it comes, within the budget; an unserved kind lists
+/// nothing.
 pub(super) async fn list(
     api: &kube::Api<DynamicObject>,
     o: &Observation,
@@ -43,9 +42,9 @@ pub(super) async fn list(
     annotations: &[String],
     budget: &mut Budget,
     what: &impl Fn() -> String,
-) -> Result<Vec<Value>, Error> {
+) -> Result<Vec<String>, Error> {
     let mut objects = Vec::new();
-    let mut params = ListParams::default().limit(PAGE);
+    let mut params = ListParams::default().limit(LIST_PAGE);
     loop {
         let (page, next) = match detail {
             Detail::Full => match api.list(&params).await {
@@ -69,8 +68,8 @@ pub(super) async fn list(
             },
         };
         for object in page {
-            let object = trim(object, detail, annotations);
-            budget.spend(&what(), object.to_string().len())?;
+            let object = trim(object, detail, annotations).to_string();
+            budget.spend(&what(), object.len())?;
             objects.push(object);
         }
         match next.filter(|n| !n.is_empty()) {

@@ -15,8 +15,7 @@ use service_provider_sdk::contract::{Cluster, Context, Detail, Input, Kubeconfig
 
 mod list;
 
-pub use list::Budget;
-use list::list;
+use list::{Budget, list};
 
 use crate::Error;
 use crate::grant::Effective;
@@ -148,9 +147,10 @@ pub async fn observe(
     granted: &Effective,
     context: &Context,
     cleanup: bool,
-    budget: &mut Budget,
+    input_limit: usize,
     fetched: &mut Fetched,
 ) -> Result<Vec<Observed>, Error> {
+    let budget = &mut Budget::new(input_limit);
     let mut observed = Vec::new();
     for o in observations(&granted.observations, cleanup) {
         let Some(client) = reach.client(o.cluster) else { continue };
@@ -169,24 +169,25 @@ pub async fn observe(
             (Some(name), Cluster::Platform) => stores.owned(&o.api.api_version(), &o.api.kind, namespace, name).found(),
             _ => None,
         };
-        let objects: Vec<Value> = match (&o.name, o.detail) {
-            (Some(_), _) if stored.is_some() => vec![to_json(stored.as_deref(), &what)?],
-            (Some(name), _) => match api.get_opt(name).await {
+        let found: Option<Value> = match &o.name {
+            None => {
+                let objects = list(&api, o, o.detail, annotations, budget, &what).await?;
+                observed.push(Observed { id: o.id.clone(), objects });
+                continue;
+            }
+            Some(_) if stored.is_some() => Some(to_json(stored.as_deref(), &what)?),
+            Some(name) => match api.get_opt(name).await {
                 Ok(found) => {
                     let found = found.map(Arc::new);
                     fetched.record(o.cluster, &o.api.api_version(), &o.api.kind, namespace, name, found.clone());
-                    found.map(|f| to_json(f.as_ref(), &what)).transpose()?.into_iter().collect()
+                    found.map(|f| to_json(f.as_ref(), &what)).transpose()?
                 }
-                Err(e) if kind_absent(&e) => Vec::new(),
+                Err(e) if kind_absent(&e) => None,
                 Err(e) => return Err(Error::kube(what(), e)),
             },
-            (None, detail) => list(&api, o, detail, annotations, budget, &what).await?,
         };
-        let objects: Vec<String> =
-            objects.into_iter().map(|obj| trim(obj, o.detail, annotations).to_string()).collect();
-        if o.name.is_some() {
-            budget.spend(&what(), objects.iter().map(String::len).sum())?;
-        }
+        let objects: Vec<String> = found.into_iter().map(|obj| trim(obj, o.detail, annotations).to_string()).collect();
+        budget.spend(&what(), objects.iter().map(String::len).sum())?;
         observed.push(Observed { id: o.id.clone(), objects });
     }
     Ok(observed)

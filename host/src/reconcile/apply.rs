@@ -101,10 +101,17 @@ async fn apply_with_config(
     let reach =
         Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
     let mut fetched = gather::Fetched::default();
-    let mut budget = gather::Budget::new(ctx.planner.plugin.input_limit());
-    let observed =
-        gather::observe(&reach, &ctx.stores(), &|_| None, ctx.granted(), &context, false, &mut budget, &mut fetched)
-            .await?;
+    let observed = gather::observe(
+        &reach,
+        &ctx.stores(),
+        &|_| None,
+        ctx.granted(),
+        &context,
+        false,
+        ctx.planner.plugin.input_limit(),
+        &mut fetched,
+    )
+    .await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
     let plan = match timed(ctx, "plan", plan::reconcile(&ctx.planner, &input)).await? {

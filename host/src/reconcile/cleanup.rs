@@ -103,10 +103,17 @@ async fn cleanup_steps(
         let packed = ctx.blockers.objects(&key, &o.id, &identity(o.cluster)?)?;
         packed.iter().map(|p| p.value().ok()).collect::<Option<Vec<_>>>()
     };
-    let mut budget = gather::Budget::new(ctx.planner.plugin.input_limit());
-    let observed =
-        gather::observe(&reach, &ctx.stores(), &watched, ctx.granted(), &context, true, &mut budget, &mut fetched)
-            .await?;
+    let observed = gather::observe(
+        &reach,
+        &ctx.stores(),
+        &watched,
+        ctx.granted(),
+        &context,
+        true,
+        ctx.planner.plugin.input_limit(),
+        &mut fetched,
+    )
+    .await?;
     let input = gather::input(raw, provider_config, context, observed);
     let owner = instance.owner(&ctx.provider_name);
 
