@@ -65,15 +65,8 @@ pub async fn install_crds(
         check_crd(&crd, &granted.own)?;
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         let place = format!("CRD {name} on the {} cluster", declared.cluster);
-        let live = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?;
-        if let Some(live) = &live {
-            not_taken_over(live, &place)?;
-        }
+        existing(&api, &name, &place).await?;
         install(&api, &crd, field_manager, &place).await?;
-        tokio::time::timeout(Duration::from_secs(60), await_condition(api, &name, conditions::is_crd_established()))
-            .await
-            .map_err(|_| Error::Timeout(format!("CRD {name} was not established within 60s")))?
-            .map_err(|e| Error::Timeout(format!("waiting for CRD {name}: {e}")))?;
         info!(crd = %name, cluster = %declared.cluster, "CRD installed");
     }
     Ok(())
@@ -85,19 +78,16 @@ pub const FIELD_MANAGER_PREFIX: &str = "service-provider-host";
 
 /// Refuses a CRD the plugin may not install: not of its own groups or not
 /// listed in its grant's identity ([`hard::crd`]), or converted by a
-/// webhook (which would see every object of the kind, on every cluster
-/// the CRD is installed on).
+/// webhook ([`hard::crd_conversion`]).
 pub fn check_crd(crd: &CustomResourceDefinition, own: &hard::Own) -> Result<(), Error> {
     let name = crd.metadata.name.clone().unwrap_or_default();
-    let what = || format!("installing CRD {name}");
-    if let Some(refusal) = hard::crd(&name, &crd.spec.group, own) {
-        return Err(Error::Denied(Denial::new(refusal.rule, what(), refusal.reason)));
+    let strategy = crd.spec.conversion.as_ref().map(|c| c.strategy.as_str());
+    match hard::crd(&name, &crd.spec.group, own).or_else(|| hard::crd_conversion(strategy)) {
+        Some(refusal) => {
+            Err(Error::Denied(Denial::new(refusal.rule, format!("installing CRD {name}"), refusal.reason)))
+        }
+        None => Ok(()),
     }
-    if crd.spec.conversion.as_ref().is_some_and(|c| c.strategy == "Webhook") {
-        let reason = "a conversion webhook would see every object of the kind";
-        return Err(Error::Denied(Denial::new("no-conversion-webhooks", what(), reason)));
-    }
-    Ok(())
 }
 
 /// Refuses to install over a CRD that exists and that no writer of the
@@ -125,9 +115,23 @@ pub fn not_taken_over(live: &CustomResourceDefinition, place: &str) -> Result<()
     )))
 }
 
-/// Server-side applies a CRD without forcing: a field another manager
-/// took since is a conflict the operator must resolve, not something to
-/// take from them.
+/// The CRD `name` as it is at `place`, if it exists and this host may
+/// update it ([`not_taken_over`]).
+pub async fn existing(
+    api: &Api<CustomResourceDefinition>,
+    name: &str,
+    place: &str,
+) -> Result<Option<CustomResourceDefinition>, Error> {
+    let live = api.get_opt(name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?;
+    if let Some(live) = &live {
+        not_taken_over(live, place)?;
+    }
+    Ok(live)
+}
+
+/// Server-side applies a CRD without forcing (a field another manager took
+/// since is a conflict the operator must resolve, not something to take
+/// from them), then waits until it is established.
 pub async fn install(
     api: &Api<CustomResourceDefinition>,
     crd: &CustomResourceDefinition,
@@ -136,12 +140,21 @@ pub async fn install(
 ) -> Result<(), Error> {
     let name = crd.metadata.name.clone().unwrap_or_default();
     match api.patch(&name, &PatchParams::apply(field_manager), &Patch::Apply(crd)).await {
-        Ok(_) => Ok(()),
+        Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_conflict() => {
-            Err(Error::Conflict(format!("installing {place}: another field manager owns what it sets: {}", s.message)))
+            let message = format!("installing {place}: another field manager owns what it sets: {}", s.message);
+            return Err(Error::Conflict(message));
         }
-        Err(e) => Err(Error::kube(format!("installing {place}"), e)),
+        Err(e) => return Err(Error::kube(format!("installing {place}"), e)),
     }
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(api.clone(), &name, conditions::is_crd_established()),
+    )
+    .await
+    .map_err(|_| Error::Timeout(format!("CRD {name} was not established within 60s")))?
+    .map_err(|e| Error::Timeout(format!("waiting for CRD {name}: {e}")))?;
+    Ok(())
 }
 
 /// Registers the service kind in `ServiceProvider/<name>.status.resources`,

@@ -4,17 +4,14 @@
 //! plan's objects. Only CRDs of the plugin's own groups are ever installed,
 //! like those `init` installs.
 
-use std::time::Duration;
-
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use service_provider_sdk::contract::{Cluster, Descriptor};
 
 use super::{Change, contains};
 use crate::Error;
 use crate::grant::hard::Own;
-use crate::init::{check_crd, install, not_taken_over, parse_crd};
+use crate::init::{check_crd, existing, install, parse_crd};
 
 /// Applies the plugin's CRDs for `cluster` (unless they already are as
 /// declared) and waits until each is established.
@@ -31,21 +28,15 @@ pub async fn ensure(
         let name = crd.metadata.name.clone().unwrap_or_default();
         check_crd(&crd, own)?;
         let api = Api::<CustomResourceDefinition>::all(client.clone());
-        let what = |verb: &str| format!("{verb} CRD {name} on the {cluster} cluster");
-        let live = api.get_opt(&name).await.map_err(|e| Error::kube(what("reading"), e))?;
-        if let Some(live) = &live {
-            not_taken_over(live, &format!("CRD {name} on the {cluster} cluster"))?;
-        }
-        let desired = serde_json::to_value(&crd).map_err(|e| Error::json(what("encoding"), e))?;
-        let current = live.map(serde_json::to_value).transpose().map_err(|e| Error::json(what("reading"), e))?;
+        let place = format!("CRD {name} on the {cluster} cluster");
+        let live = existing(&api, &name, &place).await?;
+        let desired = serde_json::to_value(&crd).map_err(|e| Error::json(format!("encoding {place}"), e))?;
+        let current =
+            live.map(serde_json::to_value).transpose().map_err(|e| Error::json(format!("reading {place}"), e))?;
         if current.is_some_and(|live| contains(&live, &desired)) {
             continue;
         }
-        install(&api, &crd, field_manager, &format!("CRD {name} on the {cluster} cluster")).await?;
-        tokio::time::timeout(Duration::from_secs(60), await_condition(api, &name, conditions::is_crd_established()))
-            .await
-            .map_err(|_| Error::Timeout(format!("CRD {name} was not established within 60s")))?
-            .map_err(|e| Error::Timeout(format!("waiting for CRD {name}: {e}")))?;
+        install(&api, &crd, field_manager, &place).await?;
         change = Change::Written;
     }
     Ok(change)

@@ -186,6 +186,16 @@ pub fn token_rule(rule: &PolicyRule) -> Option<Refusal> {
     None
 }
 
+/// The rule for a CRD's `spec.conversion.strategy`, wherever a CRD comes
+/// from (`init`, a tenant cluster's CRDs, a plan): never a webhook, which
+/// would see every object of the kind.
+pub fn crd_conversion(strategy: Option<&str>) -> Option<Refusal> {
+    if strategy == Some("Webhook") {
+        return refuse("no-conversion-webhooks", "a conversion webhook would see every object of the kind");
+    }
+    None
+}
+
 /// Rules for the CRDs a plugin installs (`init`, or on a tenant's
 /// cluster): of its own groups, and listed in its grant's identity.
 pub fn crd(name: &str, group: &str, own: &Own) -> Option<Refusal> {

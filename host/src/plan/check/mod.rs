@@ -10,7 +10,7 @@ use service_provider_sdk::contract::{
 
 use super::{Manifest, validate};
 use crate::Error;
-use crate::grant::hard::Target;
+use crate::grant::hard::{self, Target};
 use crate::grant::{Denial, Effective, check::Sibling};
 use crate::instance::{reachable, scope_namespace};
 use crate::resource::group_of;
@@ -168,12 +168,11 @@ pub fn check_plan(
         granted.check_always_refused(context, &target, &what)?;
         let capability = requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
         granted.check_write(context, &target, Some(&m.object), &siblings, &what)?;
-        if m.group() == "apiextensions.k8s.io"
-            && m.kind == "CustomResourceDefinition"
-            && m.object.pointer("/spec/conversion/strategy").and_then(serde_json::Value::as_str) == Some("Webhook")
-        {
-            let reason = "a conversion webhook would see every object of the kind";
-            return Err(Error::Denied(Denial::new("no-conversion-webhooks", what, reason)));
+        if m.group() == "apiextensions.k8s.io" && m.kind == "CustomResourceDefinition" {
+            let strategy = m.object.pointer("/spec/conversion/strategy").and_then(serde_json::Value::as_str);
+            if let Some(refusal) = hard::crd_conversion(strategy) {
+                return Err(Error::Denied(Denial::new(refusal.rule, what, refusal.reason)));
+            }
         }
         m.plural = capability.api.plural.clone();
     }
