@@ -40,13 +40,15 @@ pub(super) fn unreviewed_field(only: &[String], object: &Value) -> Option<String
     }
     // A leaf under an allowed path is covered; so is an empty object or
     // list on the way to one (`spec: {}`), but not an empty one elsewhere
-    // (`valuesFrom: []` names a field like any other).
+    // (`valuesFrom: []` names a field like any other), nor a scalar where
+    // an allowed path needs an object.
     let under = |path: &str, prefix: &str| path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
-    let covered = |leaf: &str| only.iter().any(|p| leaf == p || under(leaf, p) || under(p, leaf));
+    let covered =
+        |(leaf, empty): &(String, bool)| only.iter().any(|p| leaf == p || under(leaf, p) || (*empty && under(p, leaf)));
     leaves
         .into_iter()
         .find(|leaf| !covered(leaf))
-        .map(|leaf| format!("field {leaf} is not one the plugin grant allows"))
+        .map(|(leaf, _)| format!("field {leaf} is not one the plugin grant allows"))
 }
 
 /// JSON-pointer escaping of one key.
@@ -54,8 +56,9 @@ fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// The paths of every scalar, empty object and empty list under `value`.
-fn leaf_paths(at: &str, value: &Value, out: &mut Vec<String>) {
+/// The paths of every scalar, empty object and empty list under `value`,
+/// each with whether it is an empty object or list.
+fn leaf_paths(at: &str, value: &Value, out: &mut Vec<(String, bool)>) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             map.iter().for_each(|(k, v)| leaf_paths(&format!("{at}/{}", escape(k)), v, out))
@@ -63,7 +66,8 @@ fn leaf_paths(at: &str, value: &Value, out: &mut Vec<String>) {
         Value::Array(items) if !items.is_empty() => {
             items.iter().enumerate().for_each(|(i, v)| leaf_paths(&format!("{at}/{i}"), v, out))
         }
-        _ => out.push(at.to_string()),
+        Value::Object(_) | Value::Array(_) => out.push((at.to_string(), true)),
+        _ => out.push((at.to_string(), false)),
     }
 }
 
@@ -133,5 +137,29 @@ fn expand(value: &str, context: &Context, target: &Target, siblings: &[Sibling])
         "{secretCopies}" => copies("Secret"),
         "{configMapCopies}" => copies("ConfigMap"),
         literal => vec![literal.to_string()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_reviewed_fields_pass() {
+        let only = ["/spec/kubeConfig/secretRef".to_string(), "/spec/values".to_string()];
+        let check = |spec: serde_json::Value| unreviewed_field(&only, &json!({"kind": "K", "spec": spec}));
+        assert_eq!(check(json!({"kubeConfig": {"secretRef": {"name": "k"}}, "values": {"a": [1, {}]}})), None);
+        assert_eq!(check(json!({})), None, "an empty object on the way to an allowed field");
+        assert_eq!(check(json!({"kubeConfig": {}})), None);
+        for (spec, field) in [
+            (json!({"valuesFrom": []}), "/spec/valuesFrom"),
+            (json!({"kubeConfig": "k"}), "/spec/kubeConfig"),
+            (json!({"kubeConfig": {"configMapRef": {"name": "c"}}}), "/spec/kubeConfig/configMapRef/name"),
+            (json!({"a~b/c": 1}), "/spec/a~0b~1c"),
+        ] {
+            assert_eq!(check(spec), Some(format!("field {field} is not one the plugin grant allows")));
+        }
     }
 }

@@ -124,6 +124,7 @@ impl Effective {
 
     /// What granting exactly `observations` (and nothing else) comes to: for
     /// tests of what is done with observations.
+    #[cfg(test)]
     pub fn granting(observations: Vec<Observation>) -> Effective {
         let kind = service_provider_sdk::contract::ApiKind::new("test.example", "v1", "Test", "tests", true);
         let descriptor = Descriptor::new("test", kind.clone(), kind, "test.example/finalizer");
