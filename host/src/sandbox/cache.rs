@@ -14,22 +14,27 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::PluginError;
 
 /// The artifact file for this component and engine.
-fn artifact_path(engine: &Engine, wasm: &[u8], dir: &Path) -> PathBuf {
-    let digest: String = Sha256::digest(wasm).iter().map(|b| format!("{b:02x}")).collect();
+fn artifact_path(engine: &Engine, digest: &str, dir: &Path) -> PathBuf {
+    let digest = digest.strip_prefix("sha256:").unwrap_or(digest);
     let mut hasher = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
 }
 
-pub(super) fn load_or_compile(engine: &Engine, wasm: &[u8], dir: &Path) -> Result<Component, PluginError> {
-    let path = artifact_path(engine, wasm, dir);
+/// `digest` is the component's ([`super::digest_of`]).
+pub(super) fn load_or_compile(
+    engine: &Engine,
+    wasm: &[u8],
+    digest: &str,
+    dir: &Path,
+) -> Result<Component, PluginError> {
+    let path = artifact_path(engine, digest, dir);
     if path.is_file() {
         // SAFETY: the file was produced by `precompile_component` below, for
         // these exact bytes and this engine configuration (see module docs).

@@ -114,13 +114,13 @@ impl Sandbox {
     /// Compiles (or loads from `cache_dir`) a plugin component and links it.
     /// No plugin code runs yet.
     pub fn prepare(&self, wasm: &[u8], cache_dir: Option<&Path>) -> Result<Prepared, PluginError> {
+        let digest = digest_of(wasm);
         let started = Instant::now();
         let component = match cache_dir {
-            Some(dir) => cache::load_or_compile(&self.engine, wasm, dir)?,
+            Some(dir) => cache::load_or_compile(&self.engine, wasm, &digest, dir)?,
             None => Component::new(&self.engine, wasm).map_err(|e| PluginError::Compile(e.into()))?,
         };
         let compile_time = started.elapsed();
-        let digest = digest_of(wasm);
         let version = self.version_of(&component, wasm)?;
         let mut linker = Linker::<State>::new(&self.engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| PluginError::Engine(e.into()))?;
