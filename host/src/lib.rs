@@ -21,7 +21,8 @@
 //! Around them: [`access`] obtains cluster access through openmcp
 //! AccessRequests, [`clusters`] builds and caches clients, [`operator`] and
 //! [`init`] assemble the `run` and `init` commands, [`render`] runs the data
-//! path on files. Leaves that everything may use: [`error`], [`resource`]
+//! path on files, [`source`] turns `--plugin` (a file, or an OCI reference
+//! pulled, verified and cached by [`oci`]) into component bytes. Leaves that everything may use: [`error`], [`resource`]
 //! (Kubernetes plumbing), [`instance`] (an instance and its reach),
 //! [`owner`] and [`syntax`] (what Kubernetes accepts as a name: the rule
 //! every string meets before it reaches a URL). Dependencies point one
@@ -40,6 +41,7 @@ pub mod grant;
 pub mod init;
 pub mod instance;
 pub mod metrics;
+pub mod oci;
 pub mod operator;
 pub mod owner;
 pub mod plan;
@@ -48,6 +50,7 @@ pub mod render;
 pub mod resource;
 pub mod sandbox;
 pub mod server;
+pub mod source;
 pub mod status;
 pub mod stores;
 pub mod syntax;

@@ -17,7 +17,8 @@ use service_provider_host::operator::{self, Endpoints, InitOptions, Settings};
 use service_provider_host::plan::Planner;
 use service_provider_host::render::{self, Request};
 use service_provider_host::sandbox::{Limits, PluginError, Sandbox};
-use service_provider_host::{clusters, server};
+use service_provider_host::source::PluginSource;
+use service_provider_host::{clusters, oci, server};
 
 /// Where the container image puts the plugin.
 const DEFAULT_PLUGIN: &str = "/plugins/provider.wasm";
@@ -42,6 +43,60 @@ enum Command {
     /// Compile plugins into --plugin-cache-dir ahead of time (for container
     /// images), checking that each one loads and describes itself.
     Precompile(PrecompileArgs),
+    /// Work with plugin artifacts.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Publish a plugin component to an OCI registry and print the
+    /// digest-pinned reference to give --plugin (sign that digest with
+    /// `cosign sign --key`).
+    Push(PushArgs),
+}
+
+#[derive(Args)]
+struct PushArgs {
+    /// The plugin component (.wasm); it must load and describe itself.
+    file: PathBuf,
+    /// Where to push it: oci://<registry>/<repository>:<tag>.
+    target: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// How plugins are fetched from OCI registries.
+#[derive(Args, Clone)]
+struct RegistryArgs {
+    /// Only load plugins from a registry whose digest this cosign public key
+    /// (PEM, ECDSA P-256) has signed; files are refused.
+    #[arg(long, env = "PLUGIN_VERIFY_KEY")]
+    plugin_verify_key: Option<PathBuf>,
+    /// Development only: admit oci:// references by tag. A tag can be moved
+    /// to other code; production pins @sha256:<digest>.
+    #[arg(long, env = "ALLOW_MUTABLE_PLUGIN_REFERENCE", action = ArgAction::SetTrue)]
+    allow_mutable_plugin_reference: bool,
+    /// Registries (host[:port]) reached over plain HTTP; repeat or separate
+    /// with commas.
+    #[arg(long = "insecure-registry", env = "INSECURE_REGISTRIES", value_delimiter = ',')]
+    insecure_registries: Vec<String>,
+    /// Extra CA certificates (PEM) to trust for registries. Credentials come
+    /// from $DOCKER_CONFIG/config.json (a mounted dockerconfigjson Secret).
+    #[arg(long, env = "REGISTRY_CA_FILE")]
+    registry_ca_file: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    fn options(&self, cache_dir: Option<PathBuf>) -> oci::Options {
+        oci::Options {
+            cache_dir,
+            allow_tag: self.allow_mutable_plugin_reference,
+            verify_key: self.plugin_verify_key.clone(),
+            insecure_registries: self.insecure_registries.clone(),
+            ca_file: self.registry_ca_file.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -96,12 +151,15 @@ struct InitArgs {
 
 #[derive(Args)]
 struct PrecompileArgs {
-    /// Where to write the compiled plugins.
+    /// Where to write the compiled plugins (and pulled ones).
     #[arg(long, env = "PLUGIN_CACHE_DIR")]
     plugin_cache_dir: PathBuf,
-    /// Plugin components (.wasm), or directories whose .wasm files to compile.
+    /// Plugin components (.wasm), directories whose .wasm files to compile,
+    /// or oci:// references to pull.
     #[arg(required = true)]
-    plugins: Vec<PathBuf>,
+    plugins: Vec<String>,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 #[derive(Args)]
@@ -143,7 +201,9 @@ impl ProviderArgs {
         let level = self.verbosity.to_lowercase();
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn")));
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        // Colours only for a person at a terminal, never into a log file.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
         match self.log_format {
             LogFormat::Text => builder.init(),
             LogFormat::Json => builder.json().init(),
@@ -154,11 +214,12 @@ impl ProviderArgs {
 /// How the plugin is loaded and limited.
 #[derive(Args)]
 struct PluginArgs {
-    /// The plugin component (.wasm).
+    /// The plugin: a component file (.wasm), or
+    /// oci://<registry>/<repository>@sha256:<digest> to pull it.
     #[arg(long, env = "PLUGIN", default_value = DEFAULT_PLUGIN)]
-    plugin: PathBuf,
-    /// Directory for precompiled plugins; compiling is skipped when a matching
-    /// artifact exists. Must not be writable by anyone else.
+    plugin: String,
+    /// Directory for pulled and precompiled plugins; compiling is skipped
+    /// when a matching artifact exists. Must not be writable by anyone else.
     #[arg(long, env = "PLUGIN_CACHE_DIR")]
     plugin_cache_dir: Option<PathBuf>,
     /// Wall-clock budget of one plugin call, in milliseconds.
@@ -171,6 +232,8 @@ struct PluginArgs {
     /// without it the built-in grant applies.
     #[arg(long, env = "PLUGIN_GRANT")]
     plugin_grant: Option<PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 impl PluginArgs {
@@ -182,21 +245,26 @@ impl PluginArgs {
             memory_bytes: self.plugin_memory_mib << 20,
             ..Limits::default()
         };
-        if !self.plugin.is_file() {
-            anyhow::bail!("{}", missing_plugin(&self.plugin));
+        let options = self.registry.options(self.plugin_cache_dir.clone());
+        let source = PluginSource::parse(&self.plugin, &options)?;
+        if let Some(path) = source.file()
+            && !path.is_file()
+        {
+            anyhow::bail!("{}", missing_plugin(path));
         }
+        let component = source.fetch(&options).await?;
         let sandbox = Sandbox::new()?;
-        let loaded = sandbox.load_file(&self.plugin, self.plugin_cache_dir.as_deref(), limits).await;
+        let loaded = sandbox.load(&component.wasm, self.plugin_cache_dir.as_deref(), limits).await;
         let plugin = match loaded {
             // The cache cannot be written (a read-only image whose artifacts
             // were compiled for another CPU): compile in memory instead.
-            Err(PluginError::Cache { path, source }) if path != self.plugin => {
+            Err(PluginError::Cache { path, source }) => {
                 tracing::warn!(cache = %path.display(), error = %source, "the plugin cache is not usable; compiling the plugin in memory");
-                sandbox.load_file(&self.plugin, None, limits).await
+                sandbox.load(&component.wasm, None, limits).await
             }
             other => other,
         }
-        .with_context(|| format!("loading plugin {}", self.plugin.display()))?;
+        .with_context(|| format!("loading plugin {}", component.origin))?;
         let grant = Grant::load(self.plugin_grant.as_deref())?;
         let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant)?;
         for refused in &granted.refused {
@@ -366,6 +434,7 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
             print(&format!("{}\n", text.trim_end()))?;
         }
         Command::Precompile(args) => precompile(&args).await?,
+        Command::Plugin(PluginCommand::Push(args)) => push(&args).await?,
     }
     Ok(())
 }
@@ -380,31 +449,58 @@ fn print(text: &str) -> anyhow::Result<()> {
 }
 
 async fn precompile(args: &PrecompileArgs) -> anyhow::Result<()> {
+    let options = args.registry.options(Some(args.plugin_cache_dir.clone()));
     let mut files = Vec::new();
-    for path in &args.plugins {
+    for text in &args.plugins {
+        let source = PluginSource::parse(text, &options)?;
+        let Some(path) = source.file().map(std::path::Path::to_path_buf) else {
+            files.push(source);
+            continue;
+        };
         if path.is_dir() {
-            let entries = std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))?;
+            let entries = std::fs::read_dir(&path).with_context(|| format!("reading {}", path.display()))?;
             let mut wasm: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "wasm"))
                 .collect();
             wasm.sort();
-            files.extend(wasm);
+            files.extend(wasm.into_iter().map(PluginSource::File));
         } else {
-            files.push(path.clone());
+            files.push(source);
         }
     }
     anyhow::ensure!(!files.is_empty(), "no plugin components (.wasm) found in the given paths");
     let sandbox = Sandbox::new()?;
-    for file in files {
+    for source in files {
         let started = std::time::Instant::now();
+        let component = source.fetch(&options).await?;
         let plugin = sandbox
-            .load_file(&file, Some(&args.plugin_cache_dir), Limits::default())
+            .load(&component.wasm, Some(&args.plugin_cache_dir), Limits::default())
             .await
-            .with_context(|| format!("precompiling plugin {}", file.display()))?;
-        print(&format!("{}: plugin {} compiled in {:?}\n", file.display(), plugin.name(), started.elapsed()))?;
+            .with_context(|| format!("precompiling plugin {}", component.origin))?;
+        print(&format!("{}: plugin {} compiled in {:?}\n", component.origin, plugin.name(), started.elapsed()))?;
     }
     Ok(())
+}
+
+/// Checks that the component is a loadable plugin, pushes it, and prints
+/// the digest-pinned reference (alone on stdout, for scripts).
+async fn push(args: &PushArgs) -> anyhow::Result<()> {
+    let options = args.registry.options(None);
+    let target = oci::PluginRef::parse(&args.target, true)?;
+    let wasm = std::fs::read(&args.file).with_context(|| format!("reading plugin {}", args.file.display()))?;
+    let plugin = Sandbox::new()?
+        .load(&wasm, None, Limits::default())
+        .await
+        .with_context(|| format!("plugin {} does not load; nothing was pushed", args.file.display()))?;
+    let name = args.file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let published = oci::push::push(&wasm, &name, &target, &options).await?;
+    eprintln!(
+        "pushed plugin {} to {target}; component digest {} (a grant identity may pin it)",
+        plugin.name(),
+        published.component
+    );
+    print(&format!("{}\n", published.pinned))
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

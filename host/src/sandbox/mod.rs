@@ -161,6 +161,11 @@ impl Sandbox {
         self.prepare(&wasm, cache_dir)
     }
 
+    /// Prepares a component and reads its descriptor.
+    pub async fn load(&self, wasm: &[u8], cache_dir: Option<&Path>, limits: Limits) -> Result<Plugin, PluginError> {
+        self.prepare(wasm, cache_dir)?.describe(limits).await
+    }
+
     /// Prepares a plugin file and reads its descriptor.
     pub async fn load_file(
         &self,
