@@ -1,8 +1,8 @@
 //! `service-provider-host run` as a process, the way openmcp deploys it:
 //! platform cluster from KUBECONFIG, onboarding access through openmcp,
 //! probes and metrics on their ports, SIGTERM to stop, two replicas with
-//! leader election, JSON logs, errors for people, and the workload plugin
-//! with an operator's grant file.
+//! leader election, JSON logs, errors for people, the workload plugin with
+//! an operator's grant file, and plugins pulled from a registry (`binary/registry.rs`).
 
 use std::process::Command;
 use std::time::Duration;
@@ -10,6 +10,9 @@ use std::time::Duration;
 use host_test_support::process::{Launcher, Replica, ReplicaOptions, counter};
 use host_test_support::*;
 use serde_json::{Value, json};
+
+#[path = "binary/registry.rs"]
+mod registry;
 
 fn binary() -> Launcher {
     Launcher::Binary(env!("CARGO_BIN_EXE_service-provider-host").into())

@@ -30,6 +30,7 @@ fn main() {
         (ENV_SOURCE_CONTROLLER, format!("source-controller-{FLUX_SOURCE_VERSION}/source-controller")),
         (ENV_HELM_CONTROLLER, format!("helm-controller-{FLUX_HELM_VERSION}/helm-controller")),
         (ENV_REGISTRY, format!("registry-{REGISTRY_VERSION}/registry")),
+        (ENV_COSIGN, format!("cosign-{COSIGN_VERSION}/cosign")),
     ] {
         println!("cargo::rerun-if-env-changed={env}");
         let path = std::env::var_os(env).filter(|v| !v.is_empty()).map_or_else(|| cache.join(default), PathBuf::from);

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Build the binaries of the real Flux chain (source-controller, helm-controller
-# and an OCI registry with htpasswd authentication) from the Go module proxy
-# and cache them outside git, keyed by version.
+# and an OCI registry with htpasswd authentication), and cosign (signs plugin
+# artifacts in the registry tests), from the Go module proxy and cache them
+# outside git, keyed by version.
 #
 # Usage:
 #   eval "$(tests/envtest/scripts/build-flux-bins.sh)"  # exports ENVTEST_SOURCE_CONTROLLER,
-#                                                     #   ENVTEST_HELM_CONTROLLER, ENVTEST_REGISTRY
+#                                                     #   ENVTEST_HELM_CONTROLLER, ENVTEST_REGISTRY,
+#                                                     #   ENVTEST_COSIGN
 #   tests/envtest/scripts/build-flux-bins.sh --regen    # regenerate the wrapper go.mod/go.sum, then build
 #
 # Stdout carries only `export ...` lines; progress goes to stderr.
@@ -26,11 +28,13 @@
 #   FLUX_SOURCE_VERSION       source-controller, default v1.9.2 (one Flux release with ...
 #   FLUX_HELM_VERSION         helm-controller, default v1.6.2    ... this one)
 #   REGISTRY_VERSION          github.com/distribution/distribution/v3, default v3.1.2
+#   COSIGN_VERSION            github.com/sigstore/cosign/v3, default v3.1.3
 set -euo pipefail
 
 FLUX_SOURCE_VERSION="${FLUX_SOURCE_VERSION:-v1.9.2}"
 FLUX_HELM_VERSION="${FLUX_HELM_VERSION:-v1.6.2}"
 REGISTRY_VERSION="${REGISTRY_VERSION:-v3.1.2}"
+COSIGN_VERSION="${COSIGN_VERSION:-v3.1.3}"
 GO_DIRECTIVE="${GO_DIRECTIVE:-1.26.0}" # see build-bins.sh
 CACHE="${ENVTEST_CACHE:-${HOME}/.cache/service-provider-host/envtest}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,6 +42,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SOURCE_MODULE=github.com/fluxcd/source-controller
 HELM_MODULE=github.com/fluxcd/helm-controller
 REGISTRY_MODULE=github.com/distribution/distribution/v3
+COSIGN_MODULE=github.com/sigstore/cosign/v3
 
 REGEN=0
 for a in "$@"; do
@@ -110,8 +115,10 @@ LDFLAGS="-s -w -X ${REGISTRY_MODULE}/version.version=${REGISTRY_VERSION}" \
   build registry "$REGISTRY_MODULE" "$REGISTRY_VERSION" "${REGISTRY_MODULE}/cmd/registry" registry
 build source-controller "$SOURCE_MODULE" "$FLUX_SOURCE_VERSION" "$SOURCE_MODULE" source-controller
 build helm-controller "$HELM_MODULE" "$FLUX_HELM_VERSION" "$HELM_MODULE" helm-controller
+build cosign "$COSIGN_MODULE" "$COSIGN_VERSION" "${COSIGN_MODULE}/cmd/cosign" cosign
 
 "${CACHE}/registry-${REGISTRY_VERSION}/registry" --version >&2
 echo "export ENVTEST_SOURCE_CONTROLLER=${CACHE}/source-controller-${FLUX_SOURCE_VERSION}/source-controller"
 echo "export ENVTEST_HELM_CONTROLLER=${CACHE}/helm-controller-${FLUX_HELM_VERSION}/helm-controller"
 echo "export ENVTEST_REGISTRY=${CACHE}/registry-${REGISTRY_VERSION}/registry"
+echo "export ENVTEST_COSIGN=${CACHE}/cosign-${COSIGN_VERSION}/cosign"

@@ -76,10 +76,12 @@ pub struct FluxBinaries {
     pub source_controller: PathBuf,
     pub helm_controller: PathBuf,
     pub registry: PathBuf,
+    /// Signs plugin artifacts in the registry tests.
+    pub cosign: PathBuf,
 }
 
 impl FluxBinaries {
-    /// Finds all three via the env vars, else the build script's cache.
+    /// Finds all four via the env vars, else the build script's cache.
     pub fn locate() -> Result<Self> {
         let root = cache_root();
         Ok(Self {
@@ -99,6 +101,12 @@ impl FluxBinaries {
                 ENV_REGISTRY,
                 root.join(format!("registry-{REGISTRY_VERSION}/registry")),
                 "OCI registry",
+                BUILD_FLUX_BINS,
+            )?,
+            cosign: locate(
+                ENV_COSIGN,
+                root.join(format!("cosign-{COSIGN_VERSION}/cosign")),
+                "cosign",
                 BUILD_FLUX_BINS,
             )?,
         })

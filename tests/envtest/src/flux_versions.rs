@@ -10,6 +10,8 @@ pub const FLUX_SOURCE_VERSION: &str = "v1.9.2";
 pub const FLUX_HELM_VERSION: &str = "v1.6.2";
 /// Version of `github.com/distribution/distribution/v3` (the OCI registry).
 pub const REGISTRY_VERSION: &str = "v3.1.2";
+/// Version of `github.com/sigstore/cosign/v3` (signs plugin artifacts).
+pub const COSIGN_VERSION: &str = "v3.1.3";
 
 /// Env var overriding the source-controller binary path.
 pub const ENV_SOURCE_CONTROLLER: &str = "ENVTEST_SOURCE_CONTROLLER";
@@ -17,3 +19,5 @@ pub const ENV_SOURCE_CONTROLLER: &str = "ENVTEST_SOURCE_CONTROLLER";
 pub const ENV_HELM_CONTROLLER: &str = "ENVTEST_HELM_CONTROLLER";
 /// Env var overriding the OCI registry binary path.
 pub const ENV_REGISTRY: &str = "ENVTEST_REGISTRY";
+/// Env var overriding the cosign binary path.
+pub const ENV_COSIGN: &str = "ENVTEST_COSIGN";

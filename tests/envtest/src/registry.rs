@@ -50,7 +50,15 @@ pub const DOCKER_CONFIG_JSON_KEY: &str = ".dockerconfigjson";
 /// The Secret type Flux (and the Kro plugin) require for pull credentials.
 pub const DOCKER_CONFIG_JSON_TYPE: &str = "kubernetes.io/dockerconfigjson";
 
-/// A chart as it lies in the registry.
+/// What [`Registry::push_artifact`] pushes: a config and layers, each as
+/// (media type, bytes), and the manifest's annotations.
+pub struct Artifact<'a> {
+    pub config: (&'a str, &'a [u8]),
+    pub layers: &'a [(&'a str, &'a [u8])],
+    pub annotations: serde_json::Value,
+}
+
+/// A chart (or any artifact) as it lies in the registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushedChart {
     /// e.g. `kro/charts/kro`.
@@ -212,8 +220,6 @@ auth:
     /// `application/vnd.cncf.helm.chart.content.v1.tar+gzip`). Pushing the
     /// same chart again is harmless (same digests).
     pub async fn push_helm_chart(&self, repository: &str, chart: &HelmChart) -> Result<PushedChart> {
-        let config = self.push_blob(repository, &chart.config).await?;
-        let layer = self.push_blob(repository, &chart.archive).await?;
         let mut annotations = json!({
             "org.opencontainers.image.title": chart.name,
             "org.opencontainers.image.version": chart.version,
@@ -221,15 +227,34 @@ auth:
         if let Some(description) = &chart.description {
             annotations["org.opencontainers.image.description"] = json!(description);
         }
+        let artifact = Artifact {
+            config: (HELM_CONFIG_MEDIA_TYPE, &chart.config),
+            layers: &[(HELM_CHART_MEDIA_TYPE, &chart.archive)],
+            annotations,
+        };
+        self.push_artifact(repository, &chart.version, &artifact).await
+    }
+
+    /// Pushes an OCI image manifest with these blobs as
+    /// `<repository>:<tag>`, whatever its media types (tests push
+    /// artifacts a client must refuse, too).
+    pub async fn push_artifact(&self, repository: &str, tag: &str, artifact: &Artifact<'_>) -> Result<PushedChart> {
+        let (config_type, config) = artifact.config;
+        let config_digest = self.push_blob(repository, config).await?;
+        let mut layers = Vec::new();
+        for (media_type, data) in artifact.layers {
+            let digest = self.push_blob(repository, data).await?;
+            layers.push(json!({ "mediaType": media_type, "digest": digest, "size": data.len() }));
+        }
         let manifest = serde_json::to_vec(&json!({
             "schemaVersion": 2,
             "mediaType": OCI_MANIFEST_MEDIA_TYPE,
-            "config": { "mediaType": HELM_CONFIG_MEDIA_TYPE, "digest": config, "size": chart.config.len() },
-            "layers": [{ "mediaType": HELM_CHART_MEDIA_TYPE, "digest": layer, "size": chart.archive.len() }],
-            "annotations": annotations,
+            "config": { "mediaType": config_type, "digest": config_digest, "size": config.len() },
+            "layers": layers,
+            "annotations": artifact.annotations,
         }))?;
         let digest = sha256_digest(&manifest);
-        let path = format!("/v2/{repository}/manifests/{}", chart.version);
+        let path = format!("/v2/{repository}/manifests/{tag}");
         let request = authorized(Request::builder().method(Method::PUT).uri(&path))
             .header(header::CONTENT_TYPE, OCI_MANIFEST_MEDIA_TYPE)
             .body(Full::new(Bytes::from(manifest)));
@@ -239,7 +264,14 @@ auth:
         if stored.is_some_and(|d| d != digest) {
             return Err(Error::Other(format!("registry stored manifest {stored:?}, expected {digest}")));
         }
-        Ok(PushedChart { repository: repository.into(), tag: chart.version.clone(), digest })
+        Ok(PushedChart { repository: repository.into(), tag: tag.into(), digest })
+    }
+
+    /// The file the registry serves a blob from (tests tamper with it).
+    pub fn blob_file(&self, digest: &str) -> std::path::PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        let prefix = hex.get(..2).unwrap_or_default();
+        self.dir.path().join(format!("storage/docker/registry/v2/blobs/sha256/{prefix}/{hex}/data"))
     }
 
     /// Status of `GET /v2/<repository>/manifests/<tag>` with or without the

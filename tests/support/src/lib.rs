@@ -13,6 +13,7 @@
 
 pub mod fixture;
 pub mod identity;
+pub mod oci;
 pub mod parity;
 pub mod plugins;
 pub mod process;

@@ -51,10 +51,32 @@ impl Launcher {
         }
     }
 
+    /// Where the process sees a mounted path: `here` for the binary,
+    /// `there` in the image.
+    pub fn path(&self, here: &Path, there: &str) -> String {
+        match self {
+            Launcher::Binary(_) => here.display().to_string(),
+            Launcher::Image { .. } => there.to_string(),
+        }
+    }
+
     /// A command running the host with `args`, the platform cluster from
     /// `kubeconfig` and the extra environment `env` (nothing else of the
     /// test's environment is passed on to the image).
     pub fn command(&self, args: &[OsString], kubeconfig: &Path, env: &[(&str, &str)]) -> Launched {
+        self.command_with(args, kubeconfig, env, &[])
+    }
+
+    /// [`Self::command`] with files or directories made visible to the
+    /// process: (path here, path in the image). The binary sees them where
+    /// they are; see [`Self::path`].
+    pub fn command_with(
+        &self,
+        args: &[OsString],
+        kubeconfig: &Path,
+        env: &[(&str, &str)],
+        mounts: &[(PathBuf, String)],
+    ) -> Launched {
         match self {
             Launcher::Binary(binary) => {
                 let mut command = Command::new(binary);
@@ -73,6 +95,9 @@ impl Launcher {
                 let mut command = Command::new("buildah");
                 command.args(["--storage-driver", storage, "run", "--isolation", "chroot", "--network", "host"]);
                 command.arg("-v").arg(format!("{}:{IMAGE_KUBECONFIG}:ro", kubeconfig.display()));
+                for (here, there) in mounts {
+                    command.arg("-v").arg(format!("{}:{there}", here.display()));
+                }
                 command.args(["-e", &format!("KUBECONFIG={IMAGE_KUBECONFIG}")]);
                 for (key, value) in env {
                     command.args(["-e", &format!("{key}={value}")]);
@@ -247,6 +272,10 @@ pub struct ReplicaOptions {
     /// `POD_NAME`: the lease identity.
     pub pod: String,
     pub plugin: Component,
+    /// A `--plugin` value instead of `plugin` (e.g. an `oci://` reference).
+    pub plugin_source: Option<String>,
+    /// Paths to make visible, as for [`Launcher::command_with`].
+    pub mounts: Vec<(PathBuf, String)>,
     /// More flags for `run`.
     pub args: Vec<String>,
     /// The platform kubeconfig (default: the test platform's admin).
@@ -263,6 +292,8 @@ impl ReplicaOptions {
             leader_elect: false,
             pod: pod.into(),
             plugin: plugins::KRO,
+            plugin_source: None,
+            mounts: Vec::new(),
             args: Vec::new(),
             kubeconfig: None,
             log: None,
@@ -293,13 +324,16 @@ impl Replica {
         args.push(format!("--metrics-bind-address=127.0.0.1:{metrics}").into());
         args.push("--metrics-secure=false".into());
         args.extend(["--watch-namespace".into(), OsString::from(&f.ns), "--plugin".into()]);
-        args.push(launcher.plugin(options.plugin).into());
+        match &options.plugin_source {
+            Some(source) => args.push(source.into()),
+            None => args.push(launcher.plugin(options.plugin).into()),
+        }
         args.extend(options.args.iter().map(OsString::from));
         let kubeconfig = options.kubeconfig.clone().unwrap_or_else(|| f.env.platform.kubeconfig_path());
         let mut env: Vec<(&str, &str)> = vec![("POD_NAMESPACE", &f.pod_ns), ("POD_NAME", &options.pod)];
         env.extend(options.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let started = Instant::now();
-        let process = launcher.command(&args, &kubeconfig, &env).spawn(options.log.as_deref());
+        let process = launcher.command_with(&args, &kubeconfig, &env, &options.mounts).spawn(options.log.as_deref());
         Replica { process, health, metrics, started }
     }
 
