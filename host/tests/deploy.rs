@@ -92,6 +92,19 @@ async fn every_manifest_passes_a_strict_server_side_dry_run() {
         });
         apply(&client, file, &pod, true).await;
     }
+    // A plugin from a registry is pinned by digest: the reference parses
+    // without the development opt-in.
+    let plugins = all.iter().filter(|(_, d)| d["kind"] == "ServiceProvider").flat_map(|(file, d)| {
+        let env = d["spec"]["env"].as_array().cloned().unwrap_or_default();
+        env.into_iter().filter(|e| e["name"] == "PLUGIN").map(move |e| (file.clone(), e["value"].clone()))
+    });
+    let mut pinned = 0;
+    for (file, value) in plugins.filter(|(_, v)| v.as_str().is_some_and(|v| v.starts_with("oci://"))) {
+        let parsed = service_provider_host::oci::PluginRef::parse(value.as_str().unwrap(), false);
+        assert!(parsed.is_ok_and(|r| r.digest().is_some()), "{file}: {value}");
+        pinned += 1;
+    }
+    assert!(pinned > 0, "deploy/ shows a plugin pulled by digest");
     let kinds: BTreeSet<&str> = all.iter().filter_map(|(_, d)| d["kind"].as_str()).collect();
     for kind in ["ServiceProvider", "Deployment", "Job", "ClusterRole", "Role", "Service", "PodDisruptionBudget"] {
         assert!(kinds.contains(kind), "deploy/ has a {kind}: {kinds:?}");

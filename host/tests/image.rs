@@ -1,8 +1,10 @@
 //! The container image (`scripts/build-image.sh`, named by
 //! `SERVICE_PROVIDER_HOST_IMAGE`): `init` and `run` from inside it against
-//! the test clusters, the Kro lifecycle to Ready and a clean deletion, and
-//! the start-up time to the first reconcile with the precompiled plugin
-//! cache baked into the image and without it.
+//! the test clusters, the Kro lifecycle to Ready and a clean deletion with
+//! the plugin pulled by digest from an authenticated registry and its cosign
+//! signature verified (the generic image, any plugin), and the start-up time
+//! to the first reconcile with the precompiled plugin cache baked into the
+//! image and without it.
 //!
 //! Without the variable the test passes with a note, unless
 //! `SERVICE_PROVIDER_HOST_REQUIRE_IMAGE=1` (CI) makes that a failure.
@@ -10,6 +12,8 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
+use host_test_support::oci::{IMAGE_DIR, PluginRegistry};
+use host_test_support::plugins::KRO;
 use host_test_support::process::{Launcher, Replica, ReplicaOptions};
 use host_test_support::*;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
@@ -101,9 +105,39 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
         "start to first reconcile from the image: {with_cache:?} with the baked cache, {without_cache:?} compiling"
     );
 
-    // The whole lifecycle, from the image, with leader election.
-    let replica = Replica::start(&image, &f, ReplicaOptions { leader_elect: true, ..ReplicaOptions::new("sp-kro-0") });
+    // The whole lifecycle, from the image, with leader election, and the
+    // plugin from a registry: pulled by digest with the pull Secret's
+    // docker config, its signature verified, cached on a writable volume
+    // (an emptyDir in a Deployment).
+    let registry = PluginRegistry::start().await;
+    let pinned =
+        registry.publish(env!("CARGO_BIN_EXE_service-provider-host").as_ref(), &plugin_path(KRO), "plugins/kro");
+    registry.sign(&pinned, false);
+    let cache = std::env::temp_dir().join(unique("image-plugin-cache"));
+    std::fs::create_dir_all(&cache).unwrap();
+    // The image's user is not this test's: let it write (test only).
+    std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let there = |name: &str| image.path(&registry.dir().join(name), &format!("{IMAGE_DIR}/{name}"));
+    let options = ReplicaOptions {
+        leader_elect: true,
+        plugin_source: Some(pinned.clone()),
+        mounts: vec![
+            (registry.dir().to_path_buf(), format!("{IMAGE_DIR}:ro")),
+            (cache.clone(), "/var/cache/plugins".into()),
+        ],
+        env: vec![
+            ("DOCKER_CONFIG".into(), there("docker")),
+            ("PLUGIN_VERIFY_KEY".into(), there("cosign.pub")),
+            ("INSECURE_REGISTRIES".into(), registry.host().into()),
+            ("PLUGIN_CACHE_DIR".into(), image.path(&cache, "/var/cache/plugins")),
+        ],
+        ..ReplicaOptions::new("sp-kro-0")
+    };
+    let replica = Replica::start(&image, &f, options);
     assert!(replica.wait_ready(WAIT).await, "{:?}", replica.readyz());
+    eprintln!("start to ready from the image with {pinned} pulled and verified: {:?}", replica.started.elapsed());
+    let blobs = std::fs::read_dir(cache.join("blobs/sha256")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(blobs, 2, "the manifest and the component are cached");
     f.create_kro("mcp-01", "v0.9.1").await;
     let kro = f.wait_ready("mcp-01").await;
     assert_eq!(ready(&kro)["reason"], "ReconcileSuccess", "{kro:#}");
