@@ -88,6 +88,7 @@ envtest::real_flux_test! {
         let cold = first.started.elapsed();
         f.create_kro("mcp-01", "v0.9.1").await;
         f.wait_ready("mcp-01").await;
+        let cold_rss = first.process.rss_kib();
         assert!(first.terminate().success());
         let log = std::fs::read_to_string(&first_log).unwrap();
         assert!(log.contains("plugin fetched") && log.contains("from_cache=false") && log.contains("verified=true"), "{log}");
@@ -104,6 +105,10 @@ envtest::real_flux_test! {
         let log = std::fs::read_to_string(&second_log).unwrap();
         assert!(log.contains("from_cache=true"), "{log}");
         eprintln!("start to ready with a plugin from the registry: {cold:?} pulled, verified and compiled; {cached:?} from the cache");
+        eprintln!(
+            "resident memory after a reconcile: {cold_rss:?} KiB having compiled in-process, {:?} KiB from the cache",
+            second.process.rss_kib()
+        );
         for name in ["mcp-01", "mcp-02"] {
             f.delete_kro(name).await;
             f.wait_gone(name).await;
