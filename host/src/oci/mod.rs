@@ -121,9 +121,7 @@ pub async fn pull(reference: &PluginRef, options: &Options) -> Result<Pulled, So
         };
         return Err(SourceError::Artifact { reference: who, why: why.into() });
     }
-    let pinned =
-        format!("{}{}/{}@{digest}", reference::SCHEME, reference.registry(), reference.reference().repository());
-    Ok(Pulled { wasm, pinned, contacted_registry: remote.used() })
+    Ok(Pulled { wasm, pinned: reference.pinned(&digest), contacted_registry: remote.used() })
 }
 
 /// Registry-sent text made safe for one log line: printable, bounded.

@@ -73,8 +73,7 @@ pub async fn push(
     registry.client.push_blob(image, wasm.to_vec(), &component).await.map_err(fail)?;
     let content_type = http::HeaderValue::from_static(MANIFEST);
     registry.client.push_manifest_raw(image, manifest, content_type).await.map_err(fail)?;
-    let pinned = format!("{}{}/{}@{digest}", super::reference::SCHEME, target.registry(), image.repository());
-    Ok(Published { pinned, component })
+    Ok(Published { pinned: target.pinned(&digest), component })
 }
 
 #[cfg(test)]

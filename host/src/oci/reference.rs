@@ -75,6 +75,11 @@ impl PluginRef {
         )
     }
 
+    /// `oci://<registry>/<repository>@<digest>`: this repository pinned.
+    pub fn pinned(&self, digest: &str) -> String {
+        format!("{SCHEME}{}/{}@{digest}", self.reference.registry(), self.reference.repository())
+    }
+
     /// The same repository at `tag`.
     pub fn tagged(&self, tag: &str) -> Reference {
         Reference::with_tag(
@@ -121,6 +126,8 @@ mod tests {
         assert_eq!(r.to_string(), text);
         assert_eq!(r.registry(), "registry.example:5000");
         assert_eq!(r.digest(), Some(D));
+        let tagged = PluginRef::parse("oci://registry.example:5000/team/kro-plugin:v1", true).unwrap();
+        assert_eq!(tagged.pinned(D), text);
     }
 
     #[test]
