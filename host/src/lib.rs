@@ -33,6 +33,7 @@
 //! comes from the plugin's `describe()`.
 
 pub mod access;
+pub mod adopt;
 pub mod apply;
 pub mod clusters;
 pub mod error;
