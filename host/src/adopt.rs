@@ -11,11 +11,13 @@
 //! Anything written by someone else, or owned by another instance of this
 //! host, is never taken.
 //!
-//! A leaf: only the object's metadata is read here; applying is the
-//! caller's.
+//! Only the object's metadata is read here; applying is the caller's. It
+//! imports only [`crate::owner`], a leaf.
 
 use kube::api::ObjectMeta;
 use serde_json::Value;
+
+use crate::owner::Owner;
 
 /// The field managers whose objects may be taken over.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,6 +61,32 @@ impl Adoption {
             [one] => format!("it was not written by field manager {}", quoted(one)),
             _ => "it was not written by any of the --adopt-from field managers".to_string(),
         })
+    }
+}
+
+impl Adoption {
+    /// Whether an object without `owner`'s labels may be taken over: never
+    /// another instance's; otherwise only as [`Self::judge`] allows. The
+    /// error completes "<place> already exists and …", and without the
+    /// opt-in names the flag that would take the object over.
+    pub fn take_over(&self, meta: &ObjectMeta, owner: &Owner) -> Result<String, String> {
+        if let Some((ns, name)) = Owner::of(meta, &owner.provider) {
+            return Err(format!("it belongs to instance {ns}/{name}"));
+        }
+        if self.is_enabled() {
+            return self.judge(meta).map_err(|why| format!("{why}: it is not taken over"));
+        }
+        let hint = match writers(meta).as_slice() {
+            [] => String::new(),
+            writers => format!(
+                " (written by field manager {}; run with --adopt-from {} to take it over)",
+                writers.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(", "),
+                quoted(&writers[0])
+            ),
+        };
+        Err(format!(
+            "it was not created by this provider{hint}; the host does not take over objects it did not create: remove or rename it"
+        ))
     }
 }
 

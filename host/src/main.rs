@@ -130,6 +130,11 @@ struct ProviderArgs {
     /// Only reconcile service objects in this onboarding namespace.
     #[arg(long, env = "WATCH_NAMESPACE")]
     watch_namespace: Option<String>,
+    /// Take over objects at the places this provider's plans put them that
+    /// this field manager wrote (e.g. `service-provider-kro`, switching from
+    /// the Go provider); repeat or separate with commas. For one rollout.
+    #[arg(long, env = "ADOPT_FROM", value_delimiter = ',')]
+    adopt_from: Vec<String>,
     #[command(flatten)]
     plugin: PluginArgs,
 }
@@ -186,7 +191,9 @@ impl ProviderArgs {
         let pod_namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()).context(
             "POD_NAMESPACE is not set: the provider needs to know its own namespace (source Secrets and onboarding requests live there); set it from the downward API (fieldRef metadata.namespace)",
         )?;
+        service_provider_host::adopt::Adoption::new(&self.adopt_from).map_err(anyhow::Error::msg)?;
         Ok(Settings {
+            adopt_from: self.adopt_from.clone(),
             provider_name: self.provider_name.clone(),
             pod_namespace,
             pod_name: std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()),

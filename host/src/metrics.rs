@@ -50,6 +50,7 @@ pub struct Metrics {
     plugin_seconds: Family<PluginLabels, Histogram>,
     blocker_watches: Gauge,
     blocker_bytes: Gauge,
+    adopted: Counter,
 }
 
 impl Metrics {
@@ -79,6 +80,12 @@ impl Metrics {
         );
         let blocker_bytes = Gauge::default();
         registry.register("blocker_watch_bytes", "Bytes of JSON the blocker watches hold", blocker_bytes.clone());
+        let adopted = Counter::default();
+        registry.register(
+            "adopted_objects",
+            "Objects taken over from another field manager (--adopt-from)",
+            adopted.clone(),
+        );
         Arc::new(Metrics {
             registry,
             requests,
@@ -88,6 +95,7 @@ impl Metrics {
             plugin_seconds,
             blocker_watches,
             blocker_bytes,
+            adopted,
         })
     }
 
@@ -140,6 +148,11 @@ impl Metrics {
     pub fn blockers(&self, watches: usize, bytes: usize) {
         self.blocker_watches.set(i64::try_from(watches).unwrap_or(i64::MAX));
         self.blocker_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// One object taken over (`--adopt-from`).
+    pub fn adopted(&self) {
+        self.adopted.inc();
     }
 
     /// The OpenMetrics text exposition.

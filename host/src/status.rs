@@ -208,20 +208,25 @@ impl StatusWriter {
                 true => (EventType::Warning, reason),
                 false => (EventType::Normal, desired.phase.clone()),
             };
-            let event = Event {
-                type_,
-                reason,
-                note: Some(truncate(&message, MAX_NOTE)),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            let recorder = Recorder::new(self.onboarding.clone(), self.reporter.clone());
-            if let Err(e) = recorder.publish(&event, &object.object_ref(&self.service)).await {
-                // Events are best effort; the status carries the same message.
-                warn!(error = %e, "could not record an Event");
-            }
+            self.publish(object, type_, reason, &message, "Reconcile").await;
         }
         Ok(())
+    }
+
+    /// Records that an object was taken over (`--adopt-from`).
+    pub async fn adopted(&self, object: &DynamicObject, what: &str, by: &str) {
+        let note = format!("took over {what}, written by field manager {by:?}");
+        self.publish(object, EventType::Normal, "Adopted".into(), &note, "Adopt").await;
+    }
+
+    /// Events are best effort: the status carries the same message.
+    async fn publish(&self, object: &DynamicObject, type_: EventType, reason: String, note: &str, action: &str) {
+        let event =
+            Event { type_, reason, note: Some(truncate(note, MAX_NOTE)), action: action.into(), secondary: None };
+        let recorder = Recorder::new(self.onboarding.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&event, &object.object_ref(&self.service)).await {
+            warn!(error = %e, "could not record an Event");
+        }
     }
 }
 

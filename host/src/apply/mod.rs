@@ -28,6 +28,7 @@ use service_provider_sdk::contract::ObjectRef;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
+use crate::adopt::Adoption;
 use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plan::Manifest;
 use crate::resource::{api_resource, deleted_at_once, dynamic_api, kind_absent};
@@ -37,10 +38,13 @@ pub use copy::{CopyJob, Sources};
 pub use prune::{Scope, prune};
 
 /// What applying did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Unchanged,
     Written,
+    /// Taken over from the field manager named (`--adopt-from`), and
+    /// written with this instance's owner labels.
+    Adopted(String),
 }
 
 /// Whether every field of `want` is in `have` with the same value. Lists must
@@ -201,6 +205,7 @@ pub async fn apply(
     cached: Lookup,
     owner: &Owner,
     field_manager: &str,
+    adoption: &Adoption,
 ) -> Result<Change, Error> {
     let resource = api_resource(&manifest.api_version, &manifest.kind, &manifest.plural);
     let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
@@ -217,27 +222,24 @@ pub async fn apply(
         Existing::Created => return Ok(Change::Written),
         Existing::Live(live) => live,
     };
-    // Never adopt: only what this instance created is updated.
+    // Only what this instance created is updated, and what the operator
+    // said to take over (`--adopt-from`) with proof of who wrote it.
+    let mut adopted = None;
     if !owner.owns(&live.metadata) {
         if shared_place(manifest) {
             return Ok(Change::Unchanged);
         }
-        let holder = match Owner::of(&live.metadata, &owner.provider) {
-            Some((ns, name)) => format!("it belongs to instance {ns}/{name}"),
-            None => "it was not created by this provider".to_string(),
-        };
-        return Err(Error::Conflict(format!(
-            "{place} already exists and {holder}; the host does not take over objects it did not create: remove or rename it"
-        )));
+        let taken = adoption.take_over(&live.metadata, owner);
+        adopted = Some(taken.map_err(|why| Error::Conflict(format!("{place} already exists and {why}")))?);
     }
     let live = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?;
-    if contains(&live, &desired) {
+    if adopted.is_none() && contains(&live, &desired) {
         return Ok(Change::Unchanged);
     }
     api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&desired))
         .await
         .map_err(|e| Error::kube(format!("applying {place}"), e))?;
-    Ok(Change::Written)
+    Ok(adopted.map_or(Change::Written, Change::Adopted))
 }
 
 /// Deletion of exactly the object whose metadata the host checked (its

@@ -25,6 +25,8 @@ use crate::{Error, access, init, resource};
 /// Who this provider is and where it runs.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// `--adopt-from`: field managers whose objects may be taken over.
+    pub adopt_from: Vec<String>,
     /// `--provider-name`: the ServiceProvider and ProviderConfig name.
     pub provider_name: String,
     /// `POD_NAMESPACE`: where source Secrets and the onboarding requests live.
@@ -238,6 +240,8 @@ pub fn context(
         metrics,
     );
     ctx.watch_namespace = settings.watch_namespace.clone();
+    // Checked by the command line; an invalid name takes nothing over.
+    ctx.adoption = crate::adopt::Adoption::new(&settings.adopt_from).unwrap_or_default();
     ctx
 }
 

@@ -127,7 +127,12 @@ async fn apply_with_config(
     // missing, creating that Secret must re-trigger this instance.
     ctx.instances
         .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
-    let writes = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
+    let Written { writes, adopted } = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
+    for (what, by) in &adopted {
+        info!(object = %what, field_manager = %by, "adopted");
+        ctx.metrics.adopted();
+        ctx.status.adopted(object, what, by).await;
+    }
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
     if writes + pruned > 0 {
         info!(writes, pruned, "applied");
@@ -136,7 +141,15 @@ async fn apply_with_config(
     Ok((Outcome::Applied, requeue(plan.requeue_after_seconds)))
 }
 
-/// Applies every step of the plan; returns how many wrote something.
+/// What the steps of a plan wrote.
+struct Written {
+    /// How many steps wrote something.
+    writes: usize,
+    /// What was taken over (`--adopt-from`), and from which field manager.
+    adopted: Vec<(String, String)>,
+}
+
+/// Applies every step of the plan.
 async fn write(
     ctx: &Context,
     instance: &Instance,
@@ -144,18 +157,19 @@ async fn write(
     plan: &CheckedPlan,
     provider_config: &Value,
     fetched: &gather::Fetched,
-) -> Result<usize, Error> {
+) -> Result<Written, Error> {
     let owner = instance.owner(&ctx.provider_name);
     let sources =
         Sources { granted: ctx.granted(), provider_config: Some(provider_config), reserved: &ctx.reserved_secrets };
     let mut writes = 0;
+    let mut adopted = Vec::new();
     // The plugin's CRDs for the instance's own clusters, once per process.
     if !ctx.instances.crds_installed(&key_of_instance(instance)) {
         for (cluster, client) in reach.targets().filter(|(c, _)| matches!(c, Cluster::ControlPlane | Cluster::Workload))
         {
             let change =
                 apply::crds::ensure(client, cluster, ctx.descriptor(), &ctx.granted().own, &ctx.field_manager).await?;
-            writes += usize::from(change == Change::Written);
+            writes += usize::from(change != Change::Unchanged);
         }
         ctx.instances.set_crds_installed(&key_of_instance(instance));
     }
@@ -187,7 +201,12 @@ async fn write(
                         read => read,
                     },
                 };
-                apply::apply(client, m, cached, &owner, &ctx.field_manager).await?
+                let change = apply::apply(client, m, cached, &owner, &ctx.field_manager, &ctx.adoption).await?;
+                if let Change::Adopted(by) = &change {
+                    let place = m.namespace.as_ref().map_or(m.name.clone(), |ns| format!("{ns}/{}", m.name));
+                    adopted.push((format!("{} {place} on the {} cluster", m.kind, m.cluster), by.clone()));
+                }
+                change
             }
             Step::Copy(copy) => {
                 let job = CopyJob {
@@ -205,9 +224,9 @@ async fn write(
         if let Some((what, digest)) = unwatched {
             ctx.instances.set_verified(&key, what, digest);
         }
-        writes += usize::from(change == Change::Written);
+        writes += usize::from(change != Change::Unchanged);
     }
-    Ok(writes)
+    Ok(Written { writes, adopted })
 }
 
 /// For a step on a cluster the host does not watch (a ControlPlane, a

@@ -10,6 +10,7 @@ use kube::api::ApiResource;
 use kube::runtime::events::Reporter;
 use service_provider_sdk::contract::{Cluster, Descriptor};
 
+use crate::adopt::Adoption;
 use crate::clusters::ClientCache;
 use crate::grant::Effective;
 use crate::metrics::Metrics;
@@ -51,6 +52,8 @@ pub struct Context {
     pub unreachable_grace: Duration,
     /// Watches of what blocks a deletion, on the tenant's clusters.
     pub blockers: Blockers,
+    /// What may be taken over from another provider (`--adopt-from`).
+    pub adoption: Adoption,
     /// The group versions whose kinds were checked against the platform's
     /// discovery at start ([`crate::plan::kinds::check`]); the others are
     /// checked on each tenant cluster.
@@ -101,6 +104,7 @@ impl Context {
             unreachable_grace: UNREACHABLE_GRACE,
             blockers,
             platform_versions: BTreeSet::new(),
+            adoption: Adoption::default(),
             stores: RwLock::default(),
         }
     }
