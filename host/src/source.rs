@@ -3,7 +3,6 @@
 //! `--plugin` takes either; this is the one place that tells them apart and
 //! turns either into component bytes for the sandbox.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use crate::oci::{self, PluginRef, SourceError};
@@ -67,15 +66,6 @@ impl PluginSource {
         match self {
             Self::File(path) => Some(path),
             Self::Oci(_) => None,
-        }
-    }
-}
-
-impl fmt::Display for PluginSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::File(path) => write!(f, "{}", path.display()),
-            Self::Oci(reference) => write!(f, "{reference}"),
         }
     }
 }

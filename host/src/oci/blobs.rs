@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::reference::sha256_hex;
+use crate::sandbox::{digest_of, sha256_digest};
 
 /// Where blobs live, if the operator gave a cache directory.
 #[derive(Clone, Debug)]
@@ -122,8 +123,7 @@ impl Writer {
 
     /// Checks the digest and moves the blob into place; returns its bytes.
     pub fn finish(mut self) -> Result<Vec<u8>, String> {
-        let hex: String = self.hasher.clone().finalize().iter().map(|b| format!("{b:02x}")).collect();
-        let actual = format!("sha256:{hex}");
+        let actual = sha256_digest(&self.hasher.clone().finalize());
         if actual != self.digest {
             self.abandon();
             return Err(format!("the bytes the registry sent do not hash to {} (but to {actual})", self.digest));
@@ -149,10 +149,6 @@ impl Drop for Writer {
     fn drop(&mut self) {
         self.abandon();
     }
-}
-
-fn digest_of(bytes: &[u8]) -> String {
-    crate::sandbox::digest_of(bytes)
 }
 
 #[cfg(test)]

@@ -96,20 +96,22 @@ impl Registry {
 
     /// A manifest's bytes (the caller checks them against the digest).
     pub async fn manifest(&self, image: &Reference) -> Result<Vec<u8>, SourceError> {
-        let auth = self.credentials.for_registry(&self.registry);
-        let pulled = (|| self.client.pull_manifest_raw(image, &auth, &ACCEPT)).retry(backoff()).when(transient).await;
-        pulled.map(|(bytes, _)| bytes.to_vec()).map_err(|e| self.error(e))
+        self.pull_manifest(image, &ACCEPT).await.map_err(|e| self.error(e))
     }
 
     /// A manifest at a tag, or `None` if the tag does not exist.
     pub async fn manifest_at(&self, image: &Reference, accept: &[&str]) -> Result<Option<Vec<u8>>, SourceError> {
-        let auth = self.credentials.for_registry(&self.registry);
-        let pulled = (|| self.client.pull_manifest_raw(image, &auth, accept)).retry(backoff()).when(transient).await;
-        match pulled {
-            Ok((bytes, _)) => Ok(Some(bytes.to_vec())),
+        match self.pull_manifest(image, accept).await {
+            Ok(bytes) => Ok(Some(bytes)),
             Err(e) if not_found(&e) => Ok(None),
             Err(e) => Err(self.error(e)),
         }
+    }
+
+    async fn pull_manifest(&self, image: &Reference, accept: &[&str]) -> Result<Vec<u8>, OciDistributionError> {
+        let auth = self.credentials.for_registry(&self.registry);
+        let pulled = (|| self.client.pull_manifest_raw(image, &auth, accept)).retry(backoff()).when(transient).await;
+        pulled.map(|(bytes, _)| bytes.to_vec())
     }
 
     /// The digests of the manifests that refer to `image` with this

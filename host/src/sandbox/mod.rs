@@ -180,8 +180,12 @@ impl Sandbox {
 /// The `sha256:<hex>` digest of a component's bytes: what a grant's
 /// identity may pin.
 pub fn digest_of(wasm: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let hex: String = Sha256::digest(wasm).iter().map(|b| format!("{b:02x}")).collect();
+    sha256_digest(&<sha2::Sha256 as sha2::Digest>::digest(wasm))
+}
+
+/// `sha256:<hex>` of a finished SHA-256 (also of one hashed as it streamed).
+pub fn sha256_digest(hash: &[u8]) -> String {
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }
 
