@@ -42,9 +42,9 @@ pub use prune::{Scope, prune};
 pub enum Change {
     Unchanged,
     Written,
-    /// Taken over from the field manager named (`--adopt-from`), and
-    /// written with this instance's owner labels.
-    Adopted(String),
+    /// Taken over (`--adopt-from`) and written with this instance's owner
+    /// labels: (where, as messages name it; from which field manager).
+    Adopted(String, String),
 }
 
 /// Whether every field of `want` is in `have` with the same value. Lists must
@@ -239,7 +239,7 @@ pub async fn apply(
     api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&desired))
         .await
         .map_err(|e| Error::kube(format!("applying {place}"), e))?;
-    Ok(adopted.map_or(Change::Written, Change::Adopted))
+    Ok(adopted.map_or(Change::Written, |by| Change::Adopted(place, by)))
 }
 
 /// Deletion of exactly the object whose metadata the host checked (its

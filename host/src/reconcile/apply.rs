@@ -202,9 +202,8 @@ async fn write(
                     },
                 };
                 let change = apply::apply(client, m, cached, &owner, &ctx.field_manager, &ctx.adoption).await?;
-                if let Change::Adopted(by) = &change {
-                    let place = m.namespace.as_ref().map_or(m.name.clone(), |ns| format!("{ns}/{}", m.name));
-                    adopted.push((format!("{} {place} on the {} cluster", m.kind, m.cluster), by.clone()));
+                if let Change::Adopted(place, by) = &change {
+                    adopted.push((place.clone(), by.clone()));
                 }
                 change
             }
