@@ -17,9 +17,11 @@ pub const HELM_RELEASE: &str = "kro-helm-release";
 pub const KRO_SYSTEM: &str = "kro-system";
 /// The Helm release name on the ControlPlane.
 pub const RELEASE_NAME: &str = "kro";
-/// How often Flux reconciles the OCIRepository and HelmRelease (fixed, as in
-/// the Go provider).
-pub const FLUX_INTERVAL: &str = "1m";
+/// How often Flux reconciles the OCIRepository and HelmRelease: fixed, and
+/// spelled as the Go provider's `metav1.Duration` serializes it, so that an
+/// object taken over from it (`--adopt-from`) keeps its spec and its
+/// generation.
+pub const FLUX_INTERVAL: &str = "1m0s";
 /// The only Secret type registries and Flux accept for pull credentials.
 pub const DOCKER_CONFIG_JSON: &str = "kubernetes.io/dockerconfigjson";
 
@@ -156,7 +158,7 @@ mod tests {
         let repo = oci_repository(&version(), TENANT);
         assert_eq!(repo["spec"]["ref"]["tag"], "0.9.3");
         assert_eq!(repo["spec"]["url"], "oci://registry.k8s.io/kro/charts/kro");
-        assert_eq!(repo["spec"]["interval"], "1m");
+        assert_eq!(repo["spec"]["interval"], "1m0s");
         assert_eq!(repo["metadata"]["name"], "kro-oci-repository");
         assert_eq!(repo["metadata"]["namespace"], TENANT);
     }
@@ -182,7 +184,7 @@ mod tests {
             "metadata": {"name": "kro-helm-release", "namespace": TENANT},
             "spec": {
                 "releaseName": "kro",
-                "interval": "1m",
+                "interval": "1m0s",
                 "targetNamespace": "kro-system",
                 "storageNamespace": "kro-system",
                 "install": {"crds": "Create", "createNamespace": true, "remediation": {"retries": 3}},

@@ -73,6 +73,13 @@ impl Adoption {
         if let Some((ns, name)) = Owner::of(meta, &owner.provider) {
             return Err(format!("it belongs to instance {ns}/{name}"));
         }
+        self.consent(meta)
+    }
+
+    /// Like [`Self::take_over`], for an object whose other marks already
+    /// say it is this instance's (an AccessRequest with openmcp's labels
+    /// for it): only who wrote it decides.
+    pub fn consent(&self, meta: &ObjectMeta) -> Result<String, String> {
         if self.is_enabled() {
             return self.judge(meta).map_err(|why| format!("{why}: it is not taken over"));
         }

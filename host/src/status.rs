@@ -213,10 +213,9 @@ impl StatusWriter {
         Ok(())
     }
 
-    /// Records that an object was taken over (`--adopt-from`).
-    pub async fn adopted(&self, object: &DynamicObject, what: &str, by: &str) {
-        let note = format!("took over {what}, written by field manager {by:?}");
-        self.publish(object, EventType::Normal, "Adopted".into(), &note, "Adopt").await;
+    /// Records what a take-over (`--adopt-from`) did: `Adopted`, `Retired`.
+    pub async fn took_over(&self, object: &DynamicObject, reason: &str, note: &str) {
+        self.publish(object, EventType::Normal, reason.into(), note, "Adopt").await;
     }
 
     /// Events are best effort: the status carries the same message.

@@ -288,7 +288,7 @@ async fn a_foreign_secret_where_a_copy_goes_is_a_conflict_and_stays_untouched() 
 
     let kro = f.wait_kro("mcp-01", "conflict", |k| ready(k)["reason"] == "Conflict").await;
     let message = ready(&kro)["message"].as_str().unwrap().to_string();
-    assert!(message.contains("is not a copy made for this instance"), "{message}");
+    assert!(message.contains("was not created by this provider"), "{message}");
     f.wait_event("mcp-01", "Warning", "Conflict").await;
     let after = secrets.get("sp-kro-registry").await.unwrap();
     assert_eq!(after.metadata.resource_version, before.metadata.resource_version, "not written to");

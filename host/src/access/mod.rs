@@ -27,7 +27,8 @@ use crate::syntax;
 
 pub use onboarding::request_onboarding_access;
 pub use requests::{
-    delete_access_request, delete_cluster_request, ensure_access_request, ensure_cluster_request, get_access_request,
+    Ensured, delete_access_request, delete_cluster_request, ensure_access_request, ensure_cluster_request,
+    get_access_request,
 };
 
 pub const GROUP: &str = "clusters.openmcp.cloud";
@@ -118,6 +119,12 @@ impl InstanceAccess<'_> {
         })
     }
 
+    /// The instance annotation that marks the AccessRequest as this host's
+    /// (openmcp's labels alone do not: a Go provider sets the same).
+    pub fn annotation(&self) -> String {
+        format!("{}/{}", self.instance_namespace, self.instance_name)
+    }
+
     /// The ClusterRequest the AccessRequest refers to: the ControlPlane's
     /// (named like the instance), or the host's own workload request.
     fn request_ref(&self) -> Value {
@@ -149,6 +156,7 @@ impl InstanceAccess<'_> {
                 "name": self.name(),
                 "namespace": self.tenant_namespace,
                 "labels": self.labels(),
+                "annotations": {crate::owner::ANNOTATION_INSTANCE: self.annotation()},
                 "finalizers": [FINALIZER],
             },
             "spec": {
@@ -208,6 +216,21 @@ pub fn grant(request: &DynamicObject) -> Grant {
         }
         _ => Grant::Pending,
     }
+}
+
+/// The grant an AccessRequest had for its previous spec, while the cluster
+/// provider has not yet granted the current one: the kubeconfig issued
+/// then still serves, so a change of the token rules (a take-over, a
+/// plugin update) does not show an instance as waiting for access it has.
+pub fn previous_grant(request: &DynamicObject) -> Option<KubeconfigRef> {
+    let status: RequestStatus = serde_json::from_value(request.data.get("status")?.clone()).ok()?;
+    let older = status.observed_generation.zip(request.metadata.generation).is_some_and(|(seen, now)| seen < now);
+    let secret = status.secret_ref.filter(|s| syntax::dns_subdomain(&s.name))?;
+    (status.phase == "Granted" && older).then(|| KubeconfigRef {
+        namespace: request.metadata.namespace.clone().unwrap_or_default(),
+        name: secret.name,
+        key: KUBECONFIG_KEY.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -273,11 +296,17 @@ mod tests {
             Grant::Granted(KubeconfigRef { namespace: "ns".into(), name: "kc".into(), key: "kubeconfig".into() })
         );
         assert_eq!(grant(&ar("Granted", 3, 2)), Grant::Pending);
+        assert_eq!(previous_grant(&ar("Granted", 3, 2)).map(|at| at.name), Some("kc".to_string()));
+        assert_eq!(previous_grant(&ar("Granted", 2, 2)), None, "current: a grant, not a previous one");
+        assert_eq!(previous_grant(&ar("Denied", 3, 2)), None);
+        assert_eq!(previous_grant(&ar("Pending", 3, 2)), None);
         assert_eq!(grant(&ar("Pending", 1, 1)), Grant::Pending);
         assert_eq!(grant(&ar("Denied", 1, 1)), Grant::Denied);
         let mut bent = ar("Granted", 2, 2);
         bent.data["status"]["secretRef"]["name"] = json!("kc/../../secrets#");
         assert_eq!(grant(&bent), Grant::Pending, "a name that is not one is no grant");
+        bent.metadata.generation = Some(3);
+        assert_eq!(previous_grant(&bent), None);
         let bare: DynamicObject =
             serde_json::from_value(json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "x"}})).unwrap();
         assert_eq!(grant(&bare), Grant::Pending);

@@ -1,6 +1,13 @@
 //! An instance's requests on the platform cluster: its AccessRequests and
 //! its workload ClusterRequest, created, kept up to date and deleted with
 //! the cluster-access library's finalizer handling.
+//!
+//! openmcp's labels name the instance a request is for, not who made it: a
+//! Go provider for the same service labels its requests alike. So an
+//! AccessRequest is this host's only with its instance annotation, or (one
+//! an earlier version made) with an entry of its field manager; one with
+//! the labels and neither is a predecessor's, taken over only with
+//! `--adopt-from` ([`crate::adopt`]).
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
@@ -9,6 +16,8 @@ use serde_json::{Value, json};
 
 use super::{FINALIZER, InstanceAccess, access_request_resource, cluster_request_resource};
 use crate::Error;
+use crate::adopt::Adoption;
+use crate::owner::ANNOTATION_INSTANCE;
 use crate::stores::Lookup;
 
 /// Whether the object carries every label of `labels` (a JSON object).
@@ -51,7 +60,34 @@ enum Found {
     Missing,
     /// Exists, but without this instance's labels: not ours to touch.
     Foreign,
+    /// This instance's labels, but written by someone else and never by
+    /// this host (the Go provider's request for the same instance).
+    Predecessor(Box<DynamicObject>),
     Ours(Box<DynamicObject>),
+}
+
+/// What makes a labelled request this host's: its instance annotation, or
+/// an entry of its field manager (requests made before the annotation).
+/// No annotation: the labels suffice (the workload ClusterRequest, which no
+/// predecessor makes).
+struct Mark<'a> {
+    annotation: Option<String>,
+    field_manager: &'a str,
+}
+
+impl Mark<'_> {
+    fn labels_only() -> Self {
+        Mark { annotation: None, field_manager: "" }
+    }
+
+    fn annotated(&self, meta: &ObjectMeta) -> bool {
+        let Some(want) = &self.annotation else { return true };
+        meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_INSTANCE)) == Some(want)
+    }
+
+    fn written(&self, meta: &ObjectMeta) -> bool {
+        meta.managed_fields.iter().flatten().any(|e| e.manager.as_deref() == Some(self.field_manager))
+    }
 }
 
 impl Handle {
@@ -65,12 +101,25 @@ impl Handle {
     }
 
     /// What is there: from the store when it knows, else from the API.
-    async fn find(&self, labels: &Value, cached: Lookup) -> Result<Found, Error> {
-        let live = self.get(cached).await?;
-        Ok(match live {
-            None => Found::Missing,
-            Some(live) if has_labels(&live.metadata, labels) => Found::Ours(Box::new(live)),
-            Some(_) => Found::Foreign,
+    /// A labelled request without the annotation is read from the API
+    /// (stores keep no `managedFields`) to see who wrote it.
+    async fn find(&self, labels: &Value, mark: &Mark<'_>, cached: Lookup) -> Result<Found, Error> {
+        let Some(mut live) = self.get(cached).await? else { return Ok(Found::Missing) };
+        if !has_labels(&live.metadata, labels) {
+            return Ok(Found::Foreign);
+        }
+        if mark.annotated(&live.metadata) {
+            return Ok(Found::Ours(Box::new(live)));
+        }
+        if live.metadata.managed_fields.as_ref().is_none_or(Vec::is_empty) {
+            match self.get(Lookup::Unknown).await? {
+                Some(read) => live = read,
+                None => return Ok(Found::Missing),
+            }
+        }
+        Ok(match mark.written(&live.metadata) {
+            true => Found::Ours(Box::new(live)),
+            false => Found::Predecessor(Box::new(live)),
         })
     }
 
@@ -125,52 +174,84 @@ fn finalizers(live: &DynamicObject) -> Vec<String> {
     live.metadata.finalizers.clone().unwrap_or_default()
 }
 
+/// An AccessRequest as [`ensure_access_request`] left it.
+pub struct Ensured {
+    pub live: DynamicObject,
+    /// This call created it.
+    pub created: bool,
+    /// Taken over from this field manager (`--adopt-from`), by this call.
+    pub adopted: Option<String>,
+}
+
 /// Creates the AccessRequest, or brings its token rules up to date. Writes
-/// nothing when it already matches. Returns the live object, and whether
-/// this call created it. `cached` may answer "absent" for "none of ours":
-/// the create then finds whatever else is in the way.
+/// nothing when it already matches. `cached` may answer "absent" for "none
+/// of ours": the create then finds whatever else is in the way. A
+/// predecessor's request is taken over as `adoption` allows (same object:
+/// access is never revoked), else it is a conflict that says how.
 pub async fn ensure_access_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
     cached: Lookup,
     field_manager: &str,
-) -> Result<(DynamicObject, bool), Error> {
+    adoption: &Adoption,
+) -> Result<Ensured, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    let mut found = handle.find(&request.labels(), cached).await?;
+    let mark = Mark { annotation: Some(request.annotation()), field_manager };
+    let mut found = handle.find(&request.labels(), &mark, cached).await?;
     if let Found::Missing = found {
         match handle.create(request.manifest(), field_manager).await {
-            Ok(created) => return Ok((created, true)),
+            Ok(live) => return Ok(Ensured { live, created: true, adopted: None }),
             // Ours, not yet seen by the store, or someone else's.
             Err(Error::Kube { source: kube::Error::Api(s), .. }) if s.is_already_exists() => {
-                found = handle.find(&request.labels(), Lookup::Unknown).await?;
+                found = handle.find(&request.labels(), &mark, Lookup::Unknown).await?;
             }
             Err(e) => return Err(e),
         }
     }
-    let live = match found {
+    let (live, adopted) = match found {
         Found::Missing => return Err(Error::Conflict(format!("{} vanished while being created", handle.what))),
         Found::Foreign => return Err(handle.not_ours()),
-        Found::Ours(live) => *live,
+        Found::Predecessor(live) => {
+            let by = adoption.consent(&live.metadata);
+            let by = by.map_err(|why| Error::Conflict(format!("{} already exists and {why}", handle.what)))?;
+            (*live, Some(by))
+        }
+        Found::Ours(live) => (*live, None),
     };
     if deleting(&live) {
-        return Ok((live, false));
+        return Ok(Ensured { live, created: false, adopted: None });
     }
     let token = request.token();
     let mut finalizers = finalizers(&live);
     let finalized = finalizers.iter().any(|f| f == FINALIZER);
-    if live.data.pointer("/spec/token") == Some(&token) && finalized {
-        return Ok((live, false));
+    let current = live.data.pointer("/spec/token") == Some(&token) && finalized && mark.annotated(&live.metadata);
+    if current && adopted.is_none() {
+        return Ok(Ensured { live, created: false, adopted });
     }
     if !finalized {
         finalizers.push(FINALIZER.to_string());
     }
-    let patch = json!({"metadata": {"finalizers": finalizers}, "spec": {"token": token}});
-    let updated = handle
+    let patch = json!({
+        "metadata": {"finalizers": finalizers, "annotations": {ANNOTATION_INSTANCE: request.annotation()}},
+        "spec": {"token": replacing(live.data.pointer("/spec/token"), token)},
+    });
+    let live = handle
         .api
         .patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| Error::kube(format!("updating {}", handle.what), e))?;
-    Ok((updated, false))
+    Ok(Ensured { live, created: false, adopted })
+}
+
+/// A merge patch that makes `live` exactly `desired`: a key only `live` has
+/// is removed (a predecessor's `roleRefs: [cluster-admin]` must not stay).
+fn replacing(live: Option<&Value>, mut desired: Value) -> Value {
+    if let (Some(Value::Object(live)), Value::Object(want)) = (live, &mut desired) {
+        for key in live.keys() {
+            want.entry(key.clone()).or_insert(Value::Null);
+        }
+    }
+    desired
 }
 
 /// Deletes the instance's AccessRequest and, once only the cluster-access
@@ -181,10 +262,12 @@ pub async fn delete_access_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
     cached: Lookup,
+    field_manager: &str,
 ) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    let live = match handle.find(&request.labels(), cached).await? {
-        Found::Missing | Found::Foreign => return Ok(true),
+    let mark = Mark { annotation: Some(request.annotation()), field_manager };
+    let live = match handle.find(&request.labels(), &mark, cached).await? {
+        Found::Missing | Found::Foreign | Found::Predecessor(_) => return Ok(true),
         Found::Ours(live) => live,
     };
     if !deleting(&live) {
@@ -209,9 +292,9 @@ pub async fn ensure_cluster_request(
     field_manager: &str,
 ) -> Result<DynamicObject, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    match handle.find(&request.labels(), Lookup::Unknown).await? {
+    match handle.find(&request.labels(), &Mark::labels_only(), Lookup::Unknown).await? {
         Found::Missing => handle.create(request.cluster_request_manifest(), field_manager).await,
-        Found::Foreign => Err(handle.not_ours()),
+        Found::Foreign | Found::Predecessor(_) => Err(handle.not_ours()),
         Found::Ours(live) => Ok(*live),
     }
 }
@@ -219,8 +302,8 @@ pub async fn ensure_cluster_request(
 /// Deletes the workload ClusterRequest; returns true once it is gone.
 pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    match handle.find(&request.labels(), Lookup::Unknown).await? {
-        Found::Missing | Found::Foreign => Ok(true),
+    match handle.find(&request.labels(), &Mark::labels_only(), Lookup::Unknown).await? {
+        Found::Missing | Found::Foreign | Found::Predecessor(_) => Ok(true),
         Found::Ours(live) if !deleting(&live) => handle.delete().await,
         Found::Ours(_) => Ok(false),
     }
@@ -232,10 +315,12 @@ pub async fn get_access_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
     cached: Lookup,
+    field_manager: &str,
 ) -> Result<Option<DynamicObject>, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    Ok(match handle.find(&request.labels(), cached).await? {
+    let mark = Mark { annotation: Some(request.annotation()), field_manager };
+    Ok(match handle.find(&request.labels(), &mark, cached).await? {
         Found::Ours(live) => Some(*live),
-        Found::Missing | Found::Foreign => None,
+        Found::Missing | Found::Foreign | Found::Predecessor(_) => None,
     })
 }

@@ -8,6 +8,12 @@
 //! copy in one place (possible only when tenants share a cluster) share it:
 //! the second finds it identical and writes nothing, instead of the two
 //! overwriting each other's owner labels on every poll.
+//!
+//! Switching from a Go provider (`--adopt-from`): its copy at the target
+//! place is taken over; and its copy under the *source's* name where the
+//! plan names the copy otherwise (the Go providers copy a Secret under its
+//! own name, this host under a prefixed one) is retired: deleted once the
+//! plan's objects are applied, if only that field manager wrote it.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -24,6 +30,7 @@ use service_provider_sdk::names;
 
 use super::{Change, Existing};
 use crate::Error;
+use crate::adopt::Adoption;
 use crate::grant::Effective;
 use crate::grant::hard::Source;
 use crate::owner::{ANNOTATION_COPY_OF, ANNOTATION_INSTANCE, LABEL_COPY_OF, Owner};
@@ -48,6 +55,8 @@ pub struct CopyJob<'a> {
     pub stores: &'a Stores,
     pub owner: &'a Owner,
     pub field_manager: &'a str,
+    /// What may be taken over (`--adopt-from`).
+    pub adoption: &'a Adoption,
 }
 
 impl CopyJob<'_> {
@@ -97,7 +106,7 @@ impl CopyJob<'_> {
         Error::UserInput(format!("{kind} {ns}/{name} does not exist on the platform cluster"))
     }
 
-    fn place(copy: &ObjectCopy) -> String {
+    pub(super) fn place(copy: &ObjectCopy) -> String {
         format!("{} {}/{} on the {} cluster", copy.kind(), copy.target_namespace, copy.target_name, copy.target_cluster)
     }
 
@@ -117,9 +126,9 @@ impl CopyJob<'_> {
         }
     }
 
-    /// Who holds an existing target: this instance, or another instance of
-    /// this provider that copied the same source there. Anything else is a
-    /// conflict.
+    /// Who holds an existing target: this instance, another instance of
+    /// this provider that copied the same source there, or a predecessor
+    /// the operator said to take over from. Anything else is a conflict.
     fn holder(&self, copy: &ObjectCopy, live: &ObjectMeta) -> Result<Holder, Error> {
         let is_copy = live.labels.as_ref().is_some_and(|l| l.contains_key(LABEL_COPY_OF));
         let source = format!("{}/{}", self.pod_namespace, copy.source_name);
@@ -130,16 +139,17 @@ impl CopyJob<'_> {
         if is_copy && same_source && Owner::of(live, &self.owner.provider).is_some() {
             return Ok(Holder::Shared);
         }
-        Err(Error::Conflict(format!(
-            "{} already exists and is not a copy made for this instance; remove or rename it",
-            Self::place(copy)
-        )))
+        match self.adoption.take_over(live, self.owner) {
+            Ok(by) => Ok(Holder::Adopted(by)),
+            Err(why) => Err(Error::Conflict(format!("{} already exists and {why}", Self::place(copy)))),
+        }
     }
 
     /// Whether to write: not when an equal copy is there; a shared copy
     /// that differs is a conflict (two instances would fight over it).
-    fn decide(&self, copy: &ObjectCopy, holder: Holder, equal: bool) -> Result<bool, Error> {
+    fn decide(&self, copy: &ObjectCopy, holder: &Holder, equal: bool) -> Result<bool, Error> {
         match (holder, equal) {
+            (Holder::Adopted(_), _) => Ok(true),
             (_, true) => Ok(false),
             (Holder::Ours, false) => Ok(true),
             (Holder::Shared, false) => Err(Error::Conflict(format!(
@@ -200,8 +210,11 @@ impl CopyJob<'_> {
         let same_type = live.type_.as_deref().unwrap_or("Opaque") == source_type;
         let same_content = same_type && live.data == desired.data;
         let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
-        if !self.decide(copy, holder, equal)? {
+        if !self.decide(copy, &holder, equal)? {
             return Ok(Change::Unchanged);
+        }
+        if !same_type && !matches!(holder, Holder::Ours) {
+            return Err(Error::Conflict(format!("{place} has another type than its source; remove it")));
         }
         if !same_type {
             // The type of a Secret is immutable: delete ours, then create
@@ -217,10 +230,7 @@ impl CopyJob<'_> {
                 }),
             };
         }
-        api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&desired))
-            .await
-            .map_err(|e| Error::kube(format!("writing {place}"), e))?;
-        Ok(Change::Written)
+        self.write(&api, copy, &desired, holder).await
     }
 
     async fn config_map(&self, copy: &ObjectCopy) -> Result<Change, Error> {
@@ -235,7 +245,6 @@ impl CopyJob<'_> {
         self.check_source(copy, &source.metadata, None, &keys)?;
 
         let api = Api::<ConfigMap>::namespaced(self.target.clone(), &copy.target_namespace);
-        let place = Self::place(copy);
         let desired = ConfigMap {
             metadata: self.metadata(copy),
             data: source.data.clone(),
@@ -249,13 +258,25 @@ impl CopyJob<'_> {
         let holder = self.holder(copy, &live.metadata)?;
         let same_content = live.data == desired.data && live.binary_data == desired.binary_data;
         let equal = same_content && (holder == Holder::Shared || labels_kept(&live.metadata, &desired.metadata));
-        if !self.decide(copy, holder, equal)? {
+        if !self.decide(copy, &holder, equal)? {
             return Ok(Change::Unchanged);
         }
-        api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&desired))
+        self.write(&api, copy, &desired, holder).await
+    }
+
+    /// Writes the copy over what is there (ours, or taken over).
+    async fn write<K>(&self, api: &Api<K>, copy: &ObjectCopy, desired: &K, holder: Holder) -> Result<Change, Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    {
+        let place = Self::place(copy);
+        api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(desired))
             .await
             .map_err(|e| Error::kube(format!("writing {place}"), e))?;
-        Ok(Change::Written)
+        Ok(match holder {
+            Holder::Adopted(by) => Change::Adopted(place, by),
+            _ => Change::Written,
+        })
     }
 }
 
@@ -265,11 +286,13 @@ fn typed<K: DeserializeOwned>(object: &DynamicObject) -> Result<K, serde_json::E
 }
 
 /// Who holds an existing copy target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Holder {
     Ours,
     /// Another instance of this provider, copying the same source.
     Shared,
+    /// A predecessor's, taken over from this field manager.
+    Adopted(String),
 }
 
 /// Whether the live copy still carries every label the host gives it.

@@ -1,6 +1,6 @@
 //! Applying a plan: server-side apply of the desired objects, copies of
-//! Secrets ([`copy`]), ordered deletion, and pruning of what the instance
-//! owns but no longer plans ([`prune`]).
+//! Secrets ([`copy`], a predecessor's retired), ordered deletion, and
+//! pruning of what the instance owns but no longer plans ([`prune`]).
 //!
 //! Every object the host writes carries owner labels (see [`crate::owner`]),
 //! which is how watches map it back to its instance and how orphans are
@@ -15,6 +15,7 @@
 pub mod copy;
 pub mod crds;
 pub mod prune;
+mod retire;
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -42,8 +43,7 @@ pub use prune::{Scope, prune};
 pub enum Change {
     Unchanged,
     Written,
-    /// Taken over (`--adopt-from`) and written with this instance's owner
-    /// labels: (where, as messages name it; from which field manager).
+    /// Taken over (`--adopt-from`), now with our labels: (where; from which field manager).
     Adopted(String, String),
 }
 

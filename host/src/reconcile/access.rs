@@ -96,8 +96,13 @@ pub(super) async fn check_kinds(
 }
 
 /// Requests access (creating the workload ClusterRequest first when needed)
-/// and reads the grant.
-pub(super) async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Result<Obtained, Error> {
+/// and reads the grant. A predecessor's AccessRequest taken over is added
+/// to `adopted` (its place, and from which field manager).
+pub(super) async fn obtain(
+    ctx: &Context,
+    request: &InstanceAccess<'_>,
+    adopted: &mut Vec<(String, String)>,
+) -> Result<Obtained, Error> {
     let place = format!("{}/{}", request.tenant_namespace, request.name());
     if request.target == Target::Workload {
         let cluster_request = access::ensure_cluster_request(&ctx.platform, request, &ctx.field_manager).await?;
@@ -106,10 +111,19 @@ pub(super) async fn obtain(ctx: &Context, request: &InstanceAccess<'_>) -> Resul
         }
     }
     let cached = ctx.stores().our_access_request(request.tenant_namespace, &request.name());
-    let (live, just_requested) =
-        access::ensure_access_request(&ctx.platform, request, cached, &ctx.field_manager).await?;
+    let ensured =
+        access::ensure_access_request(&ctx.platform, request, cached, &ctx.field_manager, &ctx.adoption).await?;
+    if let Some(by) = ensured.adopted {
+        adopted.push((format!("AccessRequest {place} on the platform cluster"), by));
+    }
+    let (live, just_requested) = (ensured.live, ensured.created);
     let what = what(request.target);
-    match access::grant(&live) {
+    // Until a changed spec is granted, the previous grant serves.
+    let grant = match access::grant(&live) {
+        Grant::Pending => access::previous_grant(&live).map_or(Grant::Pending, Grant::Granted),
+        grant => grant,
+    };
+    match grant {
         Grant::Granted(at) => Ok(Obtained::Granted(at)),
         Grant::Denied => Err(Error::Access(format!("{what} access was denied: AccessRequest {place}"))),
         Grant::Pending => {
@@ -127,7 +141,7 @@ pub(super) async fn current_request(ctx: &Context, request: &InstanceAccess<'_>)
     if !matches!(cached, Lookup::Unknown) {
         return Ok(cached);
     }
-    Ok(match access::get_access_request(&ctx.platform, request, cached).await? {
+    Ok(match access::get_access_request(&ctx.platform, request, cached, &ctx.field_manager).await? {
         Some(live) => Lookup::Found(std::sync::Arc::new(live)),
         None => Lookup::Absent,
     })

@@ -6,7 +6,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use serde_json::Value;
-use service_provider_sdk::contract::{Cluster, PlanError};
+use service_provider_sdk::contract::{Cluster, ObjectCopy, PlanError};
 use tracing::info;
 
 use super::access::{Obtained, check_kinds, client_for, instance_access, obtain};
@@ -64,7 +64,10 @@ async fn apply_with_config(
     }
     let mut granted = Vec::new();
     for target in targets {
-        match obtain(ctx, &instance_access(ctx, instance, &tenant, target)).await? {
+        let mut adopted = Vec::new();
+        let obtained = obtain(ctx, &instance_access(ctx, instance, &tenant, target), &mut adopted).await;
+        report_adopted(ctx, object, &adopted).await;
+        match obtained? {
             Obtained::Granted(at) => granted.push(at),
             Obtained::Waiting { message, just_requested } => {
                 // On a healthy platform a grant follows its request within
@@ -127,12 +130,9 @@ async fn apply_with_config(
     // missing, creating that Secret must re-trigger this instance.
     ctx.instances
         .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
-    let Written { writes, adopted } = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
-    for (what, by) in &adopted {
-        info!(object = %what, field_manager = %by, "adopted");
-        ctx.metrics.adopted();
-        ctx.status.adopted(object, what, by).await;
-    }
+    let Written { writes, adopted, retired } = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
+    report_adopted(ctx, object, &adopted).await;
+    report_retired(ctx, object, &retired).await;
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
     if writes + pruned > 0 {
         info!(writes, pruned, "applied");
@@ -141,12 +141,35 @@ async fn apply_with_config(
     Ok((Outcome::Applied, requeue(plan.requeue_after_seconds)))
 }
 
+/// Says what was taken over (`--adopt-from`): a log line, the metric and
+/// an `Adopted` Event each.
+async fn report_adopted(ctx: &Context, object: &DynamicObject, adopted: &[(String, String)]) {
+    for (what, by) in adopted {
+        info!(object = %what, field_manager = %by, "adopted");
+        ctx.metrics.adopted();
+        let note = format!("took over {what}, written by field manager {by:?}");
+        ctx.status.took_over(object, "Adopted", &note).await;
+    }
+}
+
+/// Says which predecessor's copies were deleted: a log line and a
+/// `Retired` Event each.
+async fn report_retired(ctx: &Context, object: &DynamicObject, retired: &[(String, String)]) {
+    for (what, by) in retired {
+        info!(object = %what, field_manager = %by, "retired a predecessor's copy");
+        let note = format!("deleted {what}, a copy field manager {by:?} made that nothing here uses any more");
+        ctx.status.took_over(object, "Retired", &note).await;
+    }
+}
+
 /// What the steps of a plan wrote.
 struct Written {
     /// How many steps wrote something.
     writes: usize,
     /// What was taken over (`--adopt-from`), and from which field manager.
     adopted: Vec<(String, String)>,
+    /// A predecessor's copies deleted, and whose they were.
+    retired: Vec<(String, String)>,
 }
 
 /// Applies every step of the plan.
@@ -175,6 +198,16 @@ async fn write(
     }
     let key = key_of_instance(instance);
     let stores = ctx.stores();
+    let job = |copy: &ObjectCopy| CopyJob {
+        platform: &ctx.platform,
+        pod_namespace: &ctx.pod_namespace,
+        target: reach.client(copy.target_cluster).expect("checked by plan::check_plan"),
+        sources: &sources,
+        stores: &stores,
+        owner: &owner,
+        field_manager: &ctx.field_manager,
+        adoption: &ctx.adoption,
+    };
     for step in plan.steps() {
         let unwatched = unwatched(ctx, &step);
         if let Some((what, digest)) = &unwatched
@@ -208,16 +241,11 @@ async fn write(
                 change
             }
             Step::Copy(copy) => {
-                let job = CopyJob {
-                    platform: &ctx.platform,
-                    pod_namespace: &ctx.pod_namespace,
-                    target: reach.client(copy.target_cluster).expect("checked by plan::check_plan"),
-                    sources: &sources,
-                    stores: &stores,
-                    owner: &owner,
-                    field_manager: &ctx.field_manager,
-                };
-                job.copy(copy).await?
+                let change = job(copy).copy(copy).await?;
+                if let Change::Adopted(place, by) = &change {
+                    adopted.push((place.clone(), by.clone()));
+                }
+                change
             }
         };
         if let Some((what, digest)) = unwatched {
@@ -225,7 +253,12 @@ async fn write(
         }
         writes += usize::from(change != Change::Unchanged);
     }
-    Ok(Written { writes, adopted })
+    // A predecessor's copies, now that nothing applied refers to them.
+    let mut retired = Vec::new();
+    for copy in &plan.copies {
+        retired.extend(job(copy).retire_predecessor(copy).await?);
+    }
+    Ok(Written { writes, adopted, retired })
 }
 
 /// For a step on a cluster the host does not watch (a ControlPlane, a

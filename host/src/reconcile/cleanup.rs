@@ -227,7 +227,7 @@ async fn cleanup_steps(
 /// of one cluster; "not yet" until they are gone.
 async fn revoke(ctx: &Context, request: &InstanceAccess<'_>, known: Lookup) -> Result<(), Error> {
     let tenant = request.tenant_namespace;
-    if !access::delete_access_request(&ctx.platform, request, known).await? {
+    if !access::delete_access_request(&ctx.platform, request, known, &ctx.field_manager).await? {
         let reason = format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name());
         return Err(not_yet(reason, WAIT));
     }
