@@ -13,6 +13,7 @@ use service_provider_sdk::contract::{Cluster, Descriptor};
 use tracing::info;
 
 use crate::Error;
+use crate::adopt::Adoption;
 use crate::grant::{Denial, Effective, hard};
 
 /// The label that says which cluster a CRD belongs on (openmcp).
@@ -51,6 +52,7 @@ pub async fn install_crds(
     platform: &Client,
     onboarding: &Client,
     field_manager: &str,
+    adoption: &Adoption,
 ) -> Result<(), Error> {
     for declared in &descriptor.crds {
         let client = match declared.cluster {
@@ -65,7 +67,7 @@ pub async fn install_crds(
         check_crd(&crd, &granted.own)?;
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         let place = format!("CRD {name} on the {} cluster", declared.cluster);
-        existing(&api, &name, &place).await?;
+        existing(&api, &name, &place, adoption).await?;
         install(&api, &crd, field_manager, &place).await?;
         info!(crd = %name, cluster = %declared.cluster, "CRD installed");
     }
@@ -92,9 +94,11 @@ pub fn check_crd(crd: &CustomResourceDefinition, own: &hard::Own) -> Result<(), 
 
 /// Refuses to install over a CRD that exists and that no writer of the
 /// host's ever wrote: the host never takes over what another field manager
-/// installed (Flux's CRDs, say), nor what nobody can tell the writer of.
-/// The API server's own status writes do not count.
-pub fn not_taken_over(live: &CustomResourceDefinition, place: &str) -> Result<(), Error> {
+/// installed (Flux's CRDs, say), nor what nobody can tell the writer of,
+/// unless `adoption` (`--adopt-from`) names the provider it replaces and
+/// nobody else wrote it ([`Adoption::judge`]). The API server's own status
+/// writes do not count.
+pub fn not_taken_over(live: &CustomResourceDefinition, place: &str, adoption: &Adoption) -> Result<(), Error> {
     let writers: Vec<&str> = live
         .metadata
         .managed_fields
@@ -106,12 +110,22 @@ pub fn not_taken_over(live: &CustomResourceDefinition, place: &str) -> Result<()
     if writers.iter().any(|m| m.starts_with(FIELD_MANAGER_PREFIX)) {
         return Ok(());
     }
+    if adoption.is_enabled() {
+        let by = adoption.judge(&live.metadata);
+        let by = by.map_err(|why| Error::Conflict(format!("{place} exists and {why}: it is not taken over")))?;
+        info!(crd = %place, field_manager = %by, "adopted");
+        return Ok(());
+    }
     let who = match writers.is_empty() {
         true => "a writer that left no record".to_string(),
         false => writers.join(", "),
     };
+    let hint = match crate::adopt::writers(&live.metadata).first() {
+        Some(first) => format!(" (if it is a provider's this one replaces: --adopt-from {first:?})"),
+        None => String::new(),
+    };
     Err(Error::Conflict(format!(
-        "{place} exists and was installed by {who}, not by this host; it is never taken over: remove it, or rename the plugin's"
+        "{place} exists and was installed by {who}, not by this host; it is never taken over unless named{hint}: remove it, or rename the plugin's"
     )))
 }
 
@@ -121,10 +135,11 @@ pub async fn existing(
     api: &Api<CustomResourceDefinition>,
     name: &str,
     place: &str,
+    adoption: &Adoption,
 ) -> Result<Option<CustomResourceDefinition>, Error> {
     let live = api.get_opt(name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?;
     if let Some(live) = &live {
-        not_taken_over(live, place)?;
+        not_taken_over(live, place, adoption)?;
     }
     Ok(live)
 }
@@ -270,13 +285,23 @@ mod tests {
             );
             crd
         };
-        assert!(not_taken_over(&crd(&[("service-provider-host/kro", None)]), "c").is_ok());
+        let none = Adoption::default();
+        assert!(not_taken_over(&crd(&[("service-provider-host/kro", None)]), "c", &none).is_ok());
         let both = crd(&[("kubectl-edit", None), ("service-provider-host/kro", None)]);
-        assert!(not_taken_over(&both, "c").is_ok(), "ours, edited since: the apply reports conflicts");
-        let theirs = not_taken_over(&crd(&[("helm", None), ("kube-apiserver", Some("status"))]), "c").unwrap_err();
+        assert!(not_taken_over(&both, "c", &none).is_ok(), "ours, edited since: the apply reports conflicts");
+        let theirs =
+            not_taken_over(&crd(&[("helm", None), ("kube-apiserver", Some("status"))]), "c", &none).unwrap_err();
         assert!(theirs.to_string().contains("installed by helm, not by this host"), "{theirs}");
-        let unknown = not_taken_over(&crd(&[("kube-apiserver", Some("status"))]), "c").unwrap_err();
+        let unknown = not_taken_over(&crd(&[("kube-apiserver", Some("status"))]), "c", &none).unwrap_err();
         assert!(unknown.to_string().contains("a writer that left no record"), "{unknown}");
+
+        let go = Adoption::new(&["service-provider-kro".into()]).unwrap();
+        let gos = crd(&[("service-provider-kro", None), ("kube-apiserver", Some("status"))]);
+        let hint = not_taken_over(&gos, "c", &none).unwrap_err().to_string();
+        assert!(hint.contains("--adopt-from \"service-provider-kro\""), "{hint}");
+        assert!(not_taken_over(&gos, "c", &go).is_ok(), "the predecessor's, named");
+        let edited = crd(&[("service-provider-kro", None), ("kubectl-edit", None)]);
+        assert!(not_taken_over(&edited, "c", &go).unwrap_err().to_string().contains("\"kubectl-edit\" wrote more"));
     }
 
     #[test]

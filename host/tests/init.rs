@@ -5,7 +5,7 @@
 use std::process::{Command, Output};
 
 use envtest::crds::{self, Purpose};
-use envtest::{Cluster, ClusterOptions, OpenMcpSimulator, SimulatorOptions};
+use envtest::{Cluster, ClusterOptions, OpenMcpSimulator, SimulatorOptions, eventually};
 use host_test_support::{plugin_path, plugins, unique};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -268,6 +268,30 @@ async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
     let managers: Vec<String> =
         after.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
     assert!(!managers.iter().any(|m| m.starts_with("service-provider-host")), "their CRD untouched: {managers:?}");
+    // Not even when told to take over from the Go provider: it did not write it.
+    let adopting = ["--register-service-kind=false", "--adopt-from", "service-provider-kro"];
+    let (ok, stderr) = output(init_command_for(&plugin(), &kubeconfig, &pod_ns, &provider, &adopting)).await;
+    assert!(!ok && stderr.contains("\"someone-else\" wrote more than status"), "{stderr}");
+
+    // The Go provider's CRD (its init writes with `Update`): named in the
+    // refusal, taken over with --adopt-from.
+    onboarding_crds.delete(&kro_crd.name, &Default::default()).await.unwrap();
+    eventually("the CRD gone", Duration::from_secs(60), || async {
+        onboarding_crds.get_opt(&kro_crd.name).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let go: CustomResourceDefinition = serde_json::from_value(kro_crd.manifest.clone()).unwrap();
+    let go_params = PostParams { field_manager: Some("service-provider-kro".into()), ..Default::default() };
+    let uid = onboarding_crds.create(&go_params, &go).await.expect("the Go provider's CRD").metadata.uid;
+    let (ok, stderr) = output(init_command_for(&plugin(), &kubeconfig, &pod_ns, &provider, &args)).await;
+    assert!(!ok && stderr.contains("--adopt-from \"service-provider-kro\""), "{stderr}");
+    let (ok, stderr) = output(init_command_for(&plugin(), &kubeconfig, &pod_ns, &provider, &adopting)).await;
+    assert!(ok, "{stderr}");
+    let after = onboarding_crds.get(&kro_crd.name).await.unwrap();
+    assert_eq!(after.metadata.uid, uid, "updated in place");
+    let managers: Vec<String> =
+        after.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
+    assert!(managers.iter().any(|m| m.starts_with("service-provider-host")), "now the host's: {managers:?}");
 
     // A kind only a tenant's cluster serves is checked against that
     // cluster's discovery (this onboarding cluster stands in for one).

@@ -10,6 +10,7 @@ use service_provider_sdk::contract::{Cluster, Descriptor};
 
 use super::{Change, contains};
 use crate::Error;
+use crate::adopt::Adoption;
 use crate::grant::hard::Own;
 use crate::init::{check_crd, existing, install, parse_crd};
 
@@ -21,6 +22,7 @@ pub async fn ensure(
     descriptor: &Descriptor,
     own: &Own,
     field_manager: &str,
+    adoption: &Adoption,
 ) -> Result<Change, Error> {
     let mut change = Change::Unchanged;
     for declared in descriptor.crds.iter().filter(|c| c.cluster == cluster) {
@@ -29,7 +31,7 @@ pub async fn ensure(
         check_crd(&crd, own)?;
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         let place = format!("CRD {name} on the {cluster} cluster");
-        let live = existing(&api, &name, &place).await?;
+        let live = existing(&api, &name, &place, adoption).await?;
         let desired = serde_json::to_value(&crd).map_err(|e| Error::json(format!("encoding {place}"), e))?;
         let current =
             live.map(serde_json::to_value).transpose().map_err(|e| Error::json(format!("reading {place}"), e))?;

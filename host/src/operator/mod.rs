@@ -180,7 +180,9 @@ pub async fn init_with(
 ) -> Result<(), Error> {
     let descriptor = planner.descriptor();
     let onboarding = onboarding_client(&platform, settings, descriptor, true, metrics).await?;
-    init::install_crds(descriptor, &planner.granted, &platform, &onboarding, &settings.field_manager()).await?;
+    let adoption = crate::adopt::Adoption::new(&settings.adopt_from).map_err(Error::Config)?;
+    let field_manager = settings.field_manager();
+    init::install_crds(descriptor, &planner.granted, &platform, &onboarding, &field_manager, &adoption).await?;
     if !options.register_service_kind {
         info!(kind = %descriptor.service.kind, "not registering the service kind (--register-service-kind=false)");
         return Ok(());

@@ -190,8 +190,9 @@ async fn write(
     if !ctx.instances.crds_installed(&key_of_instance(instance)) {
         for (cluster, client) in reach.targets().filter(|(c, _)| matches!(c, Cluster::ControlPlane | Cluster::Workload))
         {
+            let (own, adoption) = (&ctx.granted().own, &ctx.adoption);
             let change =
-                apply::crds::ensure(client, cluster, ctx.descriptor(), &ctx.granted().own, &ctx.field_manager).await?;
+                apply::crds::ensure(client, cluster, ctx.descriptor(), own, &ctx.field_manager, adoption).await?;
             writes += usize::from(change != Change::Unchanged);
         }
         ctx.instances.set_crds_installed(&key_of_instance(instance));
