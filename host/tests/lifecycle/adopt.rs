@@ -13,149 +13,44 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use host_test_support::go_provider::{self, DOCKER, FINALIZER, FLUX, GO_PROVIDER, PULL, PULL_CONFIG, READY_SINCE};
 use host_test_support::*;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::DynamicObject;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use service_provider_host::adopt::Adoption;
 use service_provider_host::owner::LABEL_INSTANCE_NAME;
 
-const GO_PROVIDER: &str = "service-provider-kro";
-const DOCKER: &str = "kubernetes.io/dockerconfigjson";
-const PULL: &str = "my-registry-secret";
-const FINALIZER: &str = "kro.services.open-control-plane.io/finalizer";
-/// When the Go provider said the instance became Ready.
-const GO_READY_SINCE: &str = "2026-01-01T00:00:00Z";
-const FLUX: [(&str, &str); 2] = [("OCIRepository", "kro-oci-repository"), ("HelmRelease", "kro-helm-release")];
-
-/// The ProviderConfig of the reference: v0.9.3 with a chart pull secret and
-/// image pull secrets, v0.9.1 without.
+/// The reference ProviderConfig and its pull secret.
 async fn go_config(f: &Fixture) {
-    f.source_secret(PULL, DOCKER, "{\"auths\":{\"registry.k8s.io\":{}}}").await;
-    f.provider_config(json!([
-        version("v0.9.1", "0.9.1"),
-        {"version": "v0.9.3", "chartVersion": "0.9.3", "chartPullSecret": PULL,
-         "helmValues": {"imagePullSecrets": [{"name": PULL}]}},
-    ]))
-    .await;
+    f.source_secret(PULL, DOCKER, PULL_CONFIG).await;
+    f.provider_config(go_provider::versions()).await;
 }
 
-fn params(manager: &str) -> PostParams {
-    PostParams { field_manager: Some(manager.into()), ..Default::default() }
-}
-
-async fn create(api: &Api<DynamicObject>, object: Value, manager: &str) -> String {
-    let object: DynamicObject = serde_json::from_value(object).unwrap();
-    api.create(&params(manager), &object).await.expect("created as the Go provider").uid().unwrap()
-}
-
-fn pull_secret(namespace: &str) -> Secret {
-    serde_json::from_value(json!({
-        "metadata": {"name": PULL, "namespace": namespace}, "type": DOCKER,
-        "stringData": {".dockerconfigjson": "{\"auths\":{\"registry.k8s.io\":{}}}"}
-    }))
-    .unwrap()
-}
-
-/// What the Go provider leaves on the ControlPlane for v0.9.3: `kro-system`
-/// and the image pull secret in it (shared by this fixture's instances,
-/// whose ControlPlanes are one cluster).
-async fn go_control_plane(f: &Fixture) -> String {
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": "kro-system"}})).unwrap();
-    Api::<Namespace>::all(f.control_plane.clone()).create(&params(GO_PROVIDER), &namespace).await.unwrap();
-    let secrets = Api::<Secret>::namespaced(f.control_plane.clone(), "kro-system");
-    secrets.create(&params(GO_PROVIDER), &pull_secret("kro-system")).await.unwrap().uid().unwrap()
-}
-
-/// Everything the Go provider leaves on the platform for `instance` (its
-/// Flux objects written by `manager`); returns the UIDs of the
-/// AccessRequest, OCIRepository and HelmRelease.
+/// What the Go provider leaves on the platform for `instance` (Flux objects
+/// written by `manager`); the UIDs of its AccessRequest, OCIRepository and
+/// HelmRelease.
 async fn go_platform(f: &Fixture, instance: &str, version: &str, manager: &str) -> Vec<String> {
-    let ns = f.tenant(instance);
-    let ar_name = format!("kro.services.open-control-plane.io--{instance}--mcp");
-    let ar = json!({
-        "apiVersion": "clusters.openmcp.cloud/v1alpha1", "kind": "AccessRequest",
-        "metadata": {"name": ar_name, "namespace": ns, "finalizers": ["clusters.openmcp.cloud/clusteraccess"],
-                     "labels": {"openmcp.cloud/managed-by": GROUP,
-                                "openmcp.cloud/managed-purpose": format!("{}.{instance}.mcp", f.ns),
-                                "openmcp.cloud/onboarding-name": instance,
-                                "openmcp.cloud/onboarding-namespace": f.ns}},
-        "spec": {"requestRef": {"name": instance, "namespace": ns},
-                 "token": {"permissions": [{"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}],
-                           "roleRefs": [{"kind": "ClusterRole", "name": "cluster-admin"}]}},
-    });
-    let mut uids = vec![create(&f.access_requests(instance), ar, GO_PROVIDER).await];
-    let with_secret = version == "v0.9.3";
-    let chart = &version[1..];
-    let mut oci = json!({"interval": "1m0s", "provider": "generic", "ref": {"tag": chart}, "timeout": "60s",
-                         "url": "oci://registry.k8s.io/kro/charts/kro"});
-    let mut helm = json!({
-        "chartRef": {"kind": "OCIRepository", "name": "kro-oci-repository", "namespace": ns},
-        "install": {"crds": "Create", "createNamespace": true, "remediation": {"retries": 3}},
-        "interval": "1m0s",
-        "kubeConfig": {"secretRef": {"key": "kubeconfig", "name": ar_name}},
-        "releaseName": "kro", "storageNamespace": "kro-system", "targetNamespace": "kro-system",
-        "upgrade": {"cleanupOnFail": true, "crds": "CreateReplace", "remediation": {"retries": 3, "strategy": "rollback"}},
-    });
-    if with_secret {
-        let secrets = Api::<Secret>::namespaced(f.platform.clone(), &ns);
-        secrets.create(&params(GO_PROVIDER), &pull_secret(&ns)).await.unwrap();
-        oci["secretRef"] = json!({"name": PULL});
-        helm["values"] = json!({"imagePullSecrets": [{"name": PULL}]});
-    }
-    for ((kind, name), spec) in FLUX.into_iter().zip([oci, helm]) {
-        let api_version = match kind {
-            "OCIRepository" => "source.toolkit.fluxcd.io/v1",
-            _ => "helm.toolkit.fluxcd.io/v2",
-        };
-        let object =
-            json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": spec});
-        uids.push(create(&f.flux_objects(kind, instance), object, manager).await);
-    }
-    uids
-}
-
-/// The Kro object as a tenant creates it and the Go provider finalizes and
-/// reports it Ready.
-async fn go_kro(f: &Fixture, instance: &str, version: &str) {
-    f.create_kro(instance, version).await;
-    let go = PatchParams { field_manager: Some(GO_PROVIDER.into()), ..Default::default() };
-    let kroes = f.kroes();
-    kroes.patch(instance, &go, &Patch::Merge(json!({"metadata": {"finalizers": [FINALIZER]}}))).await.unwrap();
     let tenant = f.tenant(instance);
-    let resource = |group: &str, kind: &str, name: &str| {
-        json!({"apiGroup": group, "kind": kind, "name": name, "namespace": tenant, "phase": "Ready",
-               "location": "PlatformCluster"})
-    };
-    let status = json!({"status": {
-        "phase": "Ready", "observedGeneration": 1,
-        "conditions": [{"type": "Ready", "status": "True", "reason": "ReconcileSuccess", "observedGeneration": 1,
-                        "message": "Domain Service is ready", "lastTransitionTime": GO_READY_SINCE}],
-        "resources": [resource("source.toolkit.fluxcd.io", "OCIRepository", "kro-oci-repository"),
-                      resource("helm.toolkit.fluxcd.io", "HelmRelease", "kro-helm-release")],
-    }});
-    kroes.patch_status(instance, &go, &Patch::Merge(status)).await.unwrap();
+    let i = go_provider::Instance { name: instance, onboarding_namespace: &f.ns, tenant: &tenant, version };
+    go_provider::platform(&f.platform, &i, manager).await.expect("written as the Go provider")
 }
 
-/// Waits until openmcp granted the Go provider's AccessRequest and Flux
-/// reported both objects Ready, as on a live platform.
+async fn go_kro(f: &Fixture, instance: &str, version: &str) {
+    let tenant = f.tenant(instance);
+    let i = go_provider::Instance { name: instance, onboarding_namespace: &f.ns, tenant: &tenant, version };
+    go_provider::kro(&f.kroes(), &i).await.expect("the Go provider's Kro");
+}
+
+/// Waits until openmcp granted the Go AccessRequest and Flux reported Ready.
 async fn settled(f: &Fixture, instance: &str) {
-    let ar = format!("kro.services.open-control-plane.io--{instance}--mcp");
-    let ars = f.access_requests(instance);
-    eventually("the Go AccessRequest granted", f.wait, || async {
-        ars.get(&ar).await.ok().filter(|a| a.data["status"]["phase"] == "Granted")
+    let tenant = f.tenant(instance);
+    let i = go_provider::Instance { name: instance, onboarding_namespace: &f.ns, tenant: &tenant, version: "" };
+    eventually(&format!("{instance} settled"), f.wait, || async {
+        go_provider::settled(&f.platform, &i).await.unwrap().then_some(())
     })
     .await;
-    for (kind, name) in FLUX {
-        let api = f.flux_objects(kind, instance);
-        eventually(&format!("{kind} Ready"), f.wait, || async {
-            api.get(name).await.ok().filter(|o| {
-                o.data["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["status"] == "True"))
-            })
-        })
-        .await;
-    }
 }
 
 /// What is at the instance's places on the platform: the AccessRequest,
@@ -198,7 +93,7 @@ async fn what_the_go_provider_left_is_taken_over_only_with_the_opt_in() {
     })
     .await;
     go_config(&f).await;
-    let cp_uid = go_control_plane(&f).await;
+    let cp_uid = go_provider::control_plane(&f.control_plane).await.unwrap();
     let uids = go_platform(&f, "switched", "v0.9.3", GO_PROVIDER).await;
     go_platform(&f, "foreign", "v0.9.1", "kubectl-create").await;
     go_kro(&f, "switched", "v0.9.3").await;
@@ -274,7 +169,7 @@ async fn twenty_live_instances_switch_in_place_and_delete_cleanly() {
     let version = |i: usize| if i.is_multiple_of(2) { "v0.9.1" } else { "v0.9.3" };
     let mut f = Fixture::new(Options { instances: names.clone(), flux_ready: true, workload: false }).await;
     go_config(&f).await;
-    go_control_plane(&f).await;
+    go_provider::control_plane(&f.control_plane).await.unwrap();
     let mut uids = Vec::new();
     for (i, name) in names.iter().enumerate() {
         uids.push(go_platform(&f, name, version(i), GO_PROVIDER).await);
@@ -303,7 +198,7 @@ async fn twenty_live_instances_switch_in_place_and_delete_cleanly() {
         let kro = f.kro(name).await.unwrap();
         assert_eq!(kro["metadata"]["finalizers"], json!([FINALIZER]), "{name}: one finalizer, the same");
         if version(i) == "v0.9.1" {
-            assert_eq!(ready(&kro)["lastTransitionTime"], GO_READY_SINCE, "{name} never left Ready");
+            assert_eq!(ready(&kro)["lastTransitionTime"], READY_SINCE, "{name} never left Ready");
         }
     }
 

@@ -7,11 +7,14 @@
 //! - [`fixture`]: the host's controller on real API servers (`envtest`),
 //!   with the openmcp simulator and the Flux simulator or the real chain;
 //! - [`real_flux`]: helpers for tests on the real Flux chain;
+//! - [`go_provider`]: what the Go service-provider-kro leaves behind, for
+//!   the take-over (`--adopt-from`) test and bench;
 //! - [`identity`]: ServiceAccount tokens and an audited platform cluster;
 //! - [`process`]: the host as a process (this build's binary or the
 //!   container image), its probes and metrics.
 
 pub mod fixture;
+pub mod go_provider;
 pub mod identity;
 pub mod oci;
 pub mod parity;
