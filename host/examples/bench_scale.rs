@@ -16,7 +16,7 @@
 //! harness while converging and deleting, and what all of those but the
 //! host's come to over the machine's cores (the floor this machine's speed
 //! sets, whatever the host costs). Prints a table and appends it to
-//! `BENCHMARKS.md`.
+//! `target/bench-scale.md` (see `docs/performance.md`).
 //!
 //! `task bench-scale -- [N ...]` (builds that binary, or takes it from the
 //! cache `scripts/build-host-binary.sh` shares with the image, then runs
@@ -553,12 +553,12 @@ async fn main() -> anyhow::Result<()> {
     // own build (e.g. an older binary given in `SERVICE_PROVIDER_HOST`).
     let label = std::env::var("BENCH_LABEL").unwrap_or_else(|_| format!("commit {commit}"));
     let section = format!("\n## {date}, {label}\n\nMachine: {}; {speed}.\n\n{table}", machine());
-    let path = root.join("BENCHMARKS.md");
-    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        "# Benchmarks\n\n`task bench-scale` (see `host/examples/bench_scale.rs`): the host with the Kro component on the test harness, N instances created at once. Requests are the host's own (`service_provider_host_kube_requests_total`); a watch counts as one GET when it starts.\n".to_string()
-    });
-    text.push_str(&section);
-    std::fs::write(&path, text)?;
+    // Results are output, not a tracked file: docs/performance.md says how
+    // to read them.
+    let path = root.join("target/bench-scale.md");
+    std::fs::create_dir_all(root.join("target"))?;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+    file.write_all(section.as_bytes())?;
     eprintln!("bench-scale: appended to {}", path.display());
     Ok(())
 }
