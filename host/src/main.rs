@@ -132,7 +132,8 @@ struct ProviderArgs {
     watch_namespace: Option<String>,
     /// Take over objects at the places this provider's plans put them that
     /// this field manager wrote (e.g. `service-provider-kro`, switching from
-    /// the Go provider); repeat or separate with commas. For one rollout.
+    /// the Go provider); repeat or separate with commas. For one rollout
+    /// (docs/migrating.md).
     #[arg(long, env = "ADOPT_FROM", value_delimiter = ',')]
     adopt_from: Vec<String>,
     #[command(flatten)]
@@ -235,7 +236,7 @@ struct PluginArgs {
     /// Linear-memory limit of one plugin instance, in MiB.
     #[arg(long, default_value_t = 64)]
     plugin_memory_mib: usize,
-    /// What the plugin may do (YAML, see the README's security section);
+    /// What the plugin may do (YAML, see docs/security.md);
     /// without it the built-in grant applies.
     #[arg(long, env = "PLUGIN_GRANT")]
     plugin_grant: Option<PathBuf>,

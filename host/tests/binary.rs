@@ -189,6 +189,40 @@ fn failures_are_one_line_for_people() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `docs/reference/cli.md` is the binary's own `--help` for every command,
+/// so the reference cannot disagree with clap. `UPDATE_CLI_REFERENCE=1`
+/// (`task generate`) rewrites it.
+#[test]
+fn the_cli_reference_is_the_help_of_every_command() {
+    let commands: [&[&str]; 6] = [&[], &["init"], &["run"], &["render"], &["precompile"], &["plugin", "push"]];
+    let mut reference = String::from(
+        "# Command-line reference\n\nGenerated from `service-provider-host <command> --help` by `task generate`\n\
+         (`host/tests/binary.rs` fails when it is stale). Environment the host reads besides its flags:\n\
+         `POD_NAMESPACE` (required), `POD_NAME`, `KUBECONFIG`, `DOCKER_CONFIG`, `RUST_LOG`, `NO_COLOR`,\n\
+         `HTTPS_PROXY`/`NO_PROXY` (see [operations](../operations.md)).\n",
+    );
+    for command in commands {
+        // No inherited environment: clap prints an env variable's value.
+        let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+            .args(command)
+            .arg("--help")
+            .env_clear()
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{command:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let help = String::from_utf8(out.stdout).expect("UTF-8");
+        let title = ["service-provider-host"].iter().chain(command).copied().collect::<Vec<_>>().join(" ");
+        reference.push_str(&format!("\n## `{title}`\n\n```text\n{}\n```\n", help.trim_end()));
+    }
+    let path = plugins::root().join("docs/reference/cli.md");
+    if std::env::var_os("UPDATE_CLI_REFERENCE").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &reference).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(committed == reference, "{} is stale: run `task generate` and commit it", path.display());
+}
+
 /// The workload-echo plugin through the binary: the operator's grant file
 /// gives it a workload cluster, where it writes a ConfigMap, and removes it
 /// with the instance.
