@@ -1,9 +1,9 @@
 //! `service-provider-host`: one generic OpenControlPlane service provider;
 //! the service-specific logic comes from a WebAssembly plugin.
 //!
-//! This file is long because it is the whole command line: every flag with
-//! its help text, and the few lines that turn each subcommand into library
-//! calls and each failure into one line for a person.
+//! The whole command line: every flag with its help text, and the few lines
+//! that turn each subcommand into library calls and each failure into one
+//! line for a person.
 
 use std::path::PathBuf;
 use std::sync::Arc;
