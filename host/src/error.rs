@@ -34,9 +34,10 @@ pub enum Category {
     /// Cluster access could not be obtained or used (AccessRequest denied, an
     /// unusable kubeconfig).
     Access,
-    /// A Kubernetes API request failed; usually transient.
+    /// A Kubernetes API request failed, or the leader lease could not be
+    /// held; usually transient.
     Kubernetes,
-    /// The host's own configuration: flags, files, endpoints, leader election.
+    /// The host's own configuration: flags, files, endpoints.
     Config,
     /// A bug in the host (a reconcile panicked); retried with backoff while
     /// every other instance goes on.
@@ -240,6 +241,12 @@ mod tests {
         assert_eq!(report(&e), "/x: gone");
         let repeated = Error::UserInput("a: b".into());
         assert_eq!(report(&repeated), "a: b");
+        // A cause the line already says is left out (the binary's one line).
+        #[derive(Debug, thiserror::Error)]
+        #[error("loading plugin x: outer")]
+        struct Loading(#[source] Outer);
+        let compiling = Loading(Outer(std::io::Error::other("bad magic")));
+        assert_eq!(report(&compiling), "loading plugin x: outer: bad magic");
     }
 
     #[test]
@@ -248,6 +255,7 @@ mod tests {
         assert!(Error::InvalidObject("x".into()).category().needs_a_person());
         assert!(!Error::Access("x".into()).category().needs_a_person());
         assert_eq!(Error::Config("x".into()).category().label(), "config");
+        assert_eq!(Error::LeaderElection("lost".into()).category().label(), "kubernetes");
         let not_yet = Error::NotYet { reason: "wait".into(), retry_after: Duration::from_secs(3) };
         assert_eq!(not_yet.not_yet(), Some(Duration::from_secs(3)));
     }

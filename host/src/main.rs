@@ -378,24 +378,10 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             // One line with the whole cause chain; never a backtrace.
-            let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
-            eprintln!("error: {}", dedup_chain(&chain));
+            eprintln!("error: {}", service_provider_host::error::report(error.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// `outer: inner: ...`, leaving out a cause the line already contains.
-fn dedup_chain(chain: &[String]) -> String {
-    let mut line = String::new();
-    for text in chain {
-        if line.is_empty() {
-            line = text.clone();
-        } else if !text.is_empty() && !line.contains(text.as_str()) {
-            line = format!("{line}: {text}");
-        }
-    }
-    line
 }
 
 async fn execute(cli: Cli) -> anyhow::Result<()> {
@@ -547,11 +533,5 @@ mod tests {
         let line = seen.lock().unwrap().clone();
         assert!(line.starts_with("internal error (a bug): two lines at host/src/main.rs:"), "{line}");
         assert!(!line.contains('\n'));
-    }
-
-    #[test]
-    fn the_cause_chain_leaves_out_repeats() {
-        let chain = ["loading plugin x: compiling".to_string(), "compiling".into(), "bad magic".into()];
-        assert_eq!(dedup_chain(&chain), "loading plugin x: compiling: bad magic");
     }
 }
