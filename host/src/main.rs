@@ -209,11 +209,20 @@ impl ProviderArgs {
         let level = self.verbosity.to_lowercase();
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn")));
-        // Colours only for a person at a terminal, never into a log file.
         // Colour only on a terminal, and never with NO_COLOR (no-color.org).
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+        // With debug logs, each step's span reports its time when it closes
+        // (plugin calls, gathering, every apply and copy, the status write).
+        let spans = match level.as_str() {
+            "debug" => tracing_subscriber::fmt::format::FmtSpan::CLOSE,
+            _ => tracing_subscriber::fmt::format::FmtSpan::NONE,
+        };
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+            .with_span_events(spans);
         match self.log_format {
             LogFormat::Text => builder.init(),
             LogFormat::Json => builder.json().init(),

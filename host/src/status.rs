@@ -185,6 +185,7 @@ pub struct StatusWriter {
 impl StatusWriter {
     /// Writes the status if it changed, and records an Event when the phase
     /// or the `Ready` condition changed. Unchanged status: no request at all.
+    #[tracing::instrument(level = "debug", name = "status", skip_all)]
     pub async fn write(&self, object: &DynamicObject, desired: &ServiceStatus, warning: bool) -> Result<(), Error> {
         let current = ObjectStatus::of(object);
         let next = next(current.as_ref(), object.metadata.generation.unwrap_or(0), desired, &now());

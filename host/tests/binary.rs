@@ -105,6 +105,7 @@ async fn json_logs_name_the_instance_on_every_reconcile_line() {
     let log = std::env::temp_dir().join(format!("{}.log", unique("json-log")));
     let options = ReplicaOptions {
         args: vec!["--log-format".into(), "json".into()],
+        verbosity: "DEBUG",
         log: Some(log.clone()),
         env: vec![("RUST_LOG".into(), "info,service_provider_host=debug".into())],
         ..ReplicaOptions::new("replica-0")
@@ -128,10 +129,16 @@ async fn json_logs_name_the_instance_on_every_reconcile_line() {
         .collect();
     assert!(in_reconcile.len() >= 2, "reconciles log (applied, cleanup complete):\n{text}");
     for line in &in_reconcile {
-        let span = line["span"].as_object().expect("the current span");
+        // The reconcile span, whichever of its steps' spans is current.
+        let spans = line["spans"].as_array().expect("the span list");
+        let span = spans.iter().find(|s| s["name"] == "reconcile").expect("the reconcile span");
         assert_eq!(span["namespace"], f.ns.as_str(), "{line}");
-        assert_eq!(span["name"], "reconcile", "the span's own name: {line}");
         assert_eq!(span["instance"], "mcp-01", "the instance's name is in the span: {line}");
+    }
+    // Where the time goes: the steps' spans close with their timings.
+    let closed = |name: &str| lines.iter().any(|l| l["fields"]["message"] == "close" && l["span"]["name"] == name);
+    for step in ["plugin", "gather", "apply", "status"] {
+        assert!(closed(step), "a closed {step} span in:\n{text}");
     }
     let _ = std::fs::remove_file(log);
 }

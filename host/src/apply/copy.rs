@@ -61,6 +61,7 @@ pub struct CopyJob<'a> {
 
 impl CopyJob<'_> {
     /// Performs one copy, unless the target already equals the source.
+    #[tracing::instrument(level = "debug", name = "copy", skip_all, fields(cluster = %copy.target_cluster, kind = copy.kind(), name = %copy.target_name))]
     pub async fn copy(&self, copy: &ObjectCopy) -> Result<Change, Error> {
         match &copy.kind {
             CopyKind::Secret(required) => self.secret(copy, required).await,

@@ -195,6 +195,7 @@ where
 }
 
 /// Server-side applies one desired object, unless that would change nothing.
+#[tracing::instrument(level = "debug", skip_all, fields(cluster = %manifest.cluster, kind = %manifest.kind, name = %manifest.name))]
 /// The live object comes from `cached` when a store has it, else from the
 /// API server. `Absent` may mean only that none of ours is there: where
 /// nothing was found, the object is created with [`create_or_read`], which

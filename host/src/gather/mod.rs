@@ -140,6 +140,7 @@ pub fn observed_from(granted: &Effective, context: &Context, cleanup: bool, obje
 /// from the watch's store, and what `watched` answers (a blocked deletion's
 /// watches) from there; anything else is read from its cluster.
 #[allow(clippy::too_many_arguments)]
+#[tracing::instrument(level = "debug", name = "gather", skip_all)]
 pub async fn observe(
     reach: &Reach<'_>,
     stores: &Stores,

@@ -25,7 +25,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
-use tracing::{debug, info, instrument, warn};
+use tracing::{Instrument, debug, info, instrument, warn};
 
 pub use context::{Context, InstanceKey};
 
@@ -223,7 +223,7 @@ pub async fn read_provider_config(ctx: &Context) -> Result<Option<Value>, Error>
 /// Awaits a plugin call and records how long it took.
 async fn timed<R>(ctx: &Context, call: &'static str, future: impl Future<Output = R>) -> R {
     let started = Instant::now();
-    let result = future.await;
+    let result = future.instrument(tracing::debug_span!("plugin", call)).await;
     ctx.metrics.plugin_call(call, started.elapsed());
     result
 }

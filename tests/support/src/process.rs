@@ -284,6 +284,8 @@ pub struct ReplicaOptions {
     pub log: Option<PathBuf>,
     /// More environment.
     pub env: Vec<(String, String)>,
+    /// `--verbosity` (default `INFO`).
+    pub verbosity: &'static str,
 }
 
 impl ReplicaOptions {
@@ -298,6 +300,7 @@ impl ReplicaOptions {
             kubeconfig: None,
             log: None,
             env: Vec::new(),
+            verbosity: "INFO",
         }
     }
 }
@@ -315,7 +318,7 @@ impl Replica {
     pub fn start(launcher: &Launcher, f: &Fixture, options: ReplicaOptions) -> Replica {
         let (health, metrics) = (free_port(), free_port());
         let mut args: Vec<OsString> =
-            ["run", "--environment", "test", "--provider-name", &f.provider, "--verbosity", "INFO"]
+            ["run", "--environment", "test", "--provider-name", &f.provider, "--verbosity", options.verbosity]
                 .iter()
                 .map(OsString::from)
                 .collect();
