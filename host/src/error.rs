@@ -151,6 +151,7 @@ pub enum Error {
     /// again after the given delay (the finalizer stays).
     #[error("{reason}")]
     NotYet { reason: String, retry_after: Duration },
+    /// Adding or removing the finalizer failed (see [`Error::from_finalizer`]).
     #[error(transparent)]
     Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
     /// A reconcile panicked: a host bug, contained to its instance.
@@ -168,7 +169,6 @@ impl Error {
     }
 
     pub fn category(&self) -> Category {
-        use kube::runtime::finalizer::Error as F;
         match self {
             Error::Io { .. } | Error::Parse { .. } | Error::Config(_) | Error::Grant(_) => Category::Config,
             Error::Plugin(e) => match e {
@@ -186,24 +186,28 @@ impl Error {
             | Error::NotYet { .. }
             | Error::Timeout(_)
             | Error::LeaderElection(_) => Category::Kubernetes,
-            Error::Finalizer(inner) => match inner.as_ref() {
-                F::ApplyFailed(e) | F::CleanupFailed(e) => e.category(),
-                _ => Category::Kubernetes,
-            },
+            Error::Finalizer(_) => Category::Kubernetes,
             Error::Panic(_) => Category::Internal,
         }
     }
 
     /// When a deletion step must be retried later (and is not a failure).
     pub fn not_yet(&self) -> Option<Duration> {
-        use kube::runtime::finalizer::Error as F;
         match self {
             Error::NotYet { retry_after, .. } => Some(*retry_after),
-            Error::Finalizer(inner) => match inner.as_ref() {
-                F::CleanupFailed(e) | F::ApplyFailed(e) => e.not_yet(),
-                _ => None,
-            },
             _ => None,
+        }
+    }
+
+    /// What kube's finalizer helper returns, as the host reports it: the
+    /// reconcile's or cleanup's own error as it is (a log line names the
+    /// plugin timeout or the denial, not the helper's "failed to apply
+    /// object" wrapper); only the helper's own patches stay wrapped.
+    pub fn from_finalizer(error: kube::runtime::finalizer::Error<Error>) -> Self {
+        use kube::runtime::finalizer::Error as F;
+        match error {
+            F::ApplyFailed(e) | F::CleanupFailed(e) => e,
+            other => Error::Finalizer(Box::new(other)),
         }
     }
 }
@@ -258,5 +262,10 @@ mod tests {
         assert_eq!(Error::LeaderElection("lost".into()).category().label(), "kubernetes");
         let not_yet = Error::NotYet { reason: "wait".into(), retry_after: Duration::from_secs(3) };
         assert_eq!(not_yet.not_yet(), Some(Duration::from_secs(3)));
+        // Through kube's finalizer helper, the reconcile's own error as it is.
+        let denied = Error::from_finalizer(kube::runtime::finalizer::Error::ApplyFailed(Error::Conflict("x".into())));
+        assert_eq!((report(&denied), denied.category()), ("x".to_string(), Category::Conflict));
+        let waiting = kube::runtime::finalizer::Error::CleanupFailed(not_yet);
+        assert_eq!(Error::from_finalizer(waiting).not_yet(), Some(Duration::from_secs(3)));
     }
 }

@@ -198,7 +198,7 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
         }
     })
     .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))?;
+    .map_err(Error::from_finalizer)?;
     Ok((outcome, action))
 }
 
