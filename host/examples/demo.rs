@@ -236,8 +236,14 @@ async fn main() -> anyhow::Result<()> {
     println!("    ServiceProvider {provider} status.resources = {}", sp.data["status"]["resources"]);
 
     step("service-provider-host run (controller), ProviderConfig and its sources from examples/");
-    let counted_onboarding =
-        operator::onboarding_client(&counted_platform, &settings, planner.descriptor(), false, &metrics).await?;
+    let counted_onboarding = operator::onboarding_client(
+        &counted_platform,
+        &settings,
+        planner.descriptor(),
+        operator::Onboard::Run,
+        &metrics,
+    )
+    .await?;
     let ctx = std::sync::Arc::new(operator::context(
         planner,
         &settings,

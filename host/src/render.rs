@@ -114,7 +114,11 @@ pub async fn render(planner: &Planner, request: &Request) -> Result<Value, Error
         key: KUBECONFIG_KEY.into(),
     });
     let context = gather::context(&instance, &provider_name, &request.pod_namespace, control_plane, None);
-    let observed = gather::observed_from(&planner.granted, &context, request.deleting, &observed_objects);
+    let call = match request.deleting {
+        true => gather::Call::Cleanup { watched: &|_| None },
+        false => gather::Call::Plan,
+    };
+    let observed = gather::observed_from(&planner.granted, &context, call, &observed_objects);
     let input = gather::input(&object, provider_config.as_ref(), context, observed);
 
     let mut doc = json!({

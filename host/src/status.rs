@@ -182,11 +182,25 @@ pub struct StatusWriter {
     pub reporter: Reporter,
 }
 
+/// What a status says happened: the kind of Event a change of it records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Progress or success: a Normal Event named after the phase.
+    Normal,
+    /// A failure: a Warning Event named after the `Ready` reason.
+    Warning,
+}
+
 impl StatusWriter {
     /// Writes the status if it changed, and records an Event when the phase
     /// or the `Ready` condition changed. Unchanged status: no request at all.
     #[tracing::instrument(level = "debug", name = "status", skip_all)]
-    pub async fn write(&self, object: &DynamicObject, desired: &ServiceStatus, warning: bool) -> Result<(), Error> {
+    pub async fn write(
+        &self,
+        object: &DynamicObject,
+        desired: &ServiceStatus,
+        severity: Severity,
+    ) -> Result<(), Error> {
         let current = ObjectStatus::of(object);
         let next = next(current.as_ref(), object.metadata.generation.unwrap_or(0), desired, &now());
         if current.as_ref() == Some(&next) {
@@ -205,9 +219,9 @@ impl StatusWriter {
         let phase_changed = current.as_ref().map(|c| c.phase.as_str()) != Some(next.phase.as_str());
         if phase_changed || ready(current.as_ref()) != ready(Some(&next)) {
             let (reason, message) = ready(Some(&next)).unwrap_or_default();
-            let (type_, reason) = match warning {
-                true => (EventType::Warning, reason),
-                false => (EventType::Normal, desired.phase.clone()),
+            let (type_, reason) = match severity {
+                Severity::Warning => (EventType::Warning, reason),
+                Severity::Normal => (EventType::Normal, desired.phase.clone()),
             };
             self.publish(object, type_, reason, &message, "Reconcile").await;
         }

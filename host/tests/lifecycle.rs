@@ -744,7 +744,7 @@ async fn onboarding_access_is_requested_through_openmcp() {
         &f.platform,
         &settings,
         plugin().descriptor(),
-        false,
+        service_provider_host::operator::Onboard::Run,
         &f.metrics,
     )
     .await

@@ -42,7 +42,32 @@ pub fn context(
 
 /// Of the granted observations, those a `plan` (`cleanup == false`) or
 /// `cleanup` call needs.
-pub fn observations(granted: &[Observation], cleanup: bool) -> impl Iterator<Item = &Observation> {
+/// The plugin call an input is gathered for.
+#[derive(Clone, Copy)]
+pub enum Call<'a> {
+    Plan,
+    /// `watched` answers the observations a blocked deletion watches.
+    Cleanup {
+        watched: &'a (dyn Fn(&Observation) -> Option<Vec<Value>> + Sync),
+    },
+}
+
+impl Call<'_> {
+    fn is_cleanup(&self) -> bool {
+        matches!(self, Call::Cleanup { .. })
+    }
+
+    fn watched(&self, observation: &Observation) -> Option<Vec<Value>> {
+        match self {
+            Call::Plan => None,
+            Call::Cleanup { watched } => watched(observation),
+        }
+    }
+}
+
+/// The granted observations a call needs.
+pub fn observations<'a>(granted: &'a [Observation], call: Call<'_>) -> impl Iterator<Item = &'a Observation> {
+    let cleanup = call.is_cleanup();
     granted.iter().filter(move |o| o.stage.applies(cleanup))
 }
 
@@ -118,8 +143,8 @@ pub fn matches(observation: &Observation, context: &Context, object: &Value) -> 
 /// Observations answered from a given set of objects (as `render` does with
 /// `--observed`): every needed observation on a reachable cluster gets an
 /// entry, possibly empty.
-pub fn observed_from(granted: &Effective, context: &Context, cleanup: bool, objects: &[Value]) -> Vec<Observed> {
-    observations(&granted.observations, cleanup)
+pub fn observed_from(granted: &Effective, context: &Context, call: Call<'_>, objects: &[Value]) -> Vec<Observed> {
+    observations(&granted.observations, call)
         .filter(|o| reachable(o.cluster, context))
         .map(|o| Observed {
             id: o.id.clone(),
@@ -137,27 +162,25 @@ pub fn observed_from(granted: &Effective, context: &Context, cleanup: bool, obje
 /// plugin can tell "none there" from "could not look".
 ///
 /// A named object on the platform cluster that this provider made comes
-/// from the watch's store, and what `watched` answers (a blocked deletion's
-/// watches) from there; anything else is read from its cluster.
-#[allow(clippy::too_many_arguments)]
+/// from the watch's store, and what a cleanup's watches answer from there;
+/// anything else is read from its cluster.
 #[tracing::instrument(level = "debug", name = "gather", skip_all)]
 pub async fn observe(
     reach: &Reach<'_>,
     stores: &Stores,
-    watched: &(dyn Fn(&Observation) -> Option<Vec<Value>> + Sync),
     granted: &Effective,
     context: &Context,
-    cleanup: bool,
+    call: Call<'_>,
     input_limit: usize,
     fetched: &mut Fetched,
 ) -> Result<Vec<Observed>, Error> {
     let budget = &mut Budget::new(input_limit);
     let mut observed = Vec::new();
-    for o in observations(&granted.observations, cleanup) {
+    for o in observations(&granted.observations, call) {
         let Some(client) = reach.client(o.cluster) else { continue };
         let annotations = granted.annotations(&o.id);
         let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
-        if let Some(objects) = watched(o) {
+        if let Some(objects) = call.watched(o) {
             let objects = objects.into_iter().filter(|obj| matches(o, context, obj));
             let objects: Vec<String> = objects.map(|obj| trim(obj, o.detail, annotations).to_string()).collect();
             budget.spend(&what(), objects.iter().map(String::len).sum())?;
@@ -341,10 +364,10 @@ mod tests {
         let thing = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": "a"}});
         let ids = |v: Vec<Observed>| v.into_iter().map(|o| (o.id, o.objects.len())).collect::<Vec<_>>();
         let granted = Effective::granting(granted);
-        assert_eq!(ids(observed_from(&granted, &c, false, std::slice::from_ref(&thing))), [("x".to_string(), 1)]);
+        assert_eq!(ids(observed_from(&granted, &c, Call::Plan, std::slice::from_ref(&thing))), [("x".to_string(), 1)]);
         c.control_plane = Some(KubeconfigRef { namespace: "n".into(), name: "s".into(), key: "kubeconfig".into() });
         assert_eq!(
-            ids(observed_from(&granted, &c, true, &[thing])),
+            ids(observed_from(&granted, &c, Call::Cleanup { watched: &|_| None }, &[thing])),
             [("x".to_string(), 1), ("cp".to_string(), 1), ("late".to_string(), 1)]
         );
     }

@@ -51,10 +51,28 @@ impl Settings {
     }
 }
 
+/// Which command asks for onboarding access: each has its own request,
+/// with its own rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Onboard {
+    Init,
+    Run,
+}
+
+impl Onboard {
+    /// The local name of its ClusterRequest and AccessRequest.
+    fn local_name(self) -> &'static str {
+        match self {
+            Onboard::Init => "onboarding-init",
+            Onboard::Run => "onboarding-run",
+        }
+    }
+}
+
 /// Least-privilege onboarding permissions: `init` only installs CRDs; `run`
 /// works on its own service kind and records Events.
-pub fn onboarding_rules(descriptor: &Descriptor, for_init: bool) -> Vec<PolicyRule> {
-    if for_init {
+pub fn onboarding_rules(descriptor: &Descriptor, command: Onboard) -> Vec<PolicyRule> {
+    if command == Onboard::Init {
         return vec![PolicyRule::new(
             &["apiextensions.k8s.io"],
             &["customresourcedefinitions"],
@@ -78,10 +96,10 @@ pub async fn onboarding_client(
     platform: &Client,
     settings: &Settings,
     descriptor: &Descriptor,
-    for_init: bool,
+    command: Onboard,
     metrics: &Arc<Metrics>,
 ) -> Result<Client, Error> {
-    onboarding_access(platform, settings, descriptor, for_init, metrics).await.map(|(client, _)| client)
+    onboarding_access(platform, settings, descriptor, command, metrics).await.map(|(client, _)| client)
 }
 
 /// Like [`onboarding_client`], with the kubeconfig Secret it came from (none
@@ -90,13 +108,13 @@ pub async fn onboarding_access(
     platform: &Client,
     settings: &Settings,
     descriptor: &Descriptor,
-    for_init: bool,
+    command: Onboard,
     metrics: &Arc<Metrics>,
 ) -> Result<(Client, Option<KubeconfigRef>), Error> {
     if let Some(client) = operator_onboarding(settings, metrics).await? {
         return Ok((client, None));
     }
-    let at = request_onboarding(platform, settings, descriptor, for_init).await?;
+    let at = request_onboarding(platform, settings, descriptor, command).await?;
     let (text, _) = clusters::read_kubeconfig(platform, &at).await?;
     Ok((client_from_kubeconfig(&text, Cluster::Onboarding, metrics).await?, Some(at)))
 }
@@ -111,7 +129,7 @@ pub async fn onboarding(
     if let Some(client) = operator_onboarding(settings, metrics).await? {
         return Ok(Onboarding::fixed(client));
     }
-    let at = request_onboarding(platform, settings, descriptor, false).await?;
+    let at = request_onboarding(platform, settings, descriptor, Onboard::Run).await?;
     Onboarding::from_secret(platform, at, metrics).await
 }
 
@@ -126,16 +144,16 @@ async fn request_onboarding(
     platform: &Client,
     settings: &Settings,
     descriptor: &Descriptor,
-    for_init: bool,
+    command: Onboard,
 ) -> Result<KubeconfigRef, Error> {
-    let local = if for_init { "onboarding-init" } else { "onboarding-run" };
+    let local = command.local_name();
     info!(local, "requesting onboarding cluster access");
     access::request_onboarding_access(
         platform,
         &settings.pod_namespace,
         &descriptor.service.group,
         local,
-        &onboarding_rules(descriptor, for_init),
+        &onboarding_rules(descriptor, command),
         settings.onboarding_timeout,
         &settings.field_manager(),
     )
@@ -179,7 +197,7 @@ pub async fn init_with(
     options: &InitOptions,
 ) -> Result<(), Error> {
     let descriptor = planner.descriptor();
-    let onboarding = onboarding_client(&platform, settings, descriptor, true, metrics).await?;
+    let onboarding = onboarding_client(&platform, settings, descriptor, Onboard::Init, metrics).await?;
     let adoption = crate::adopt::Adoption::new(&settings.adopt_from).map_err(Error::Config)?;
     let field_manager = settings.field_manager();
     init::install_crds(descriptor, &planner.granted, &platform, &onboarding, &field_manager, &adoption).await?;
@@ -254,10 +272,10 @@ mod tests {
     #[test]
     fn onboarding_permissions_are_least_privilege() {
         let d = guest_descriptor();
-        let init = onboarding_rules(&d, true);
+        let init = onboarding_rules(&d, Onboard::Init);
         assert_eq!(init.len(), 1);
         assert_eq!(init[0].resources, ["customresourcedefinitions"]);
-        let run = onboarding_rules(&d, false);
+        let run = onboarding_rules(&d, Onboard::Run);
         assert_eq!(run[0].api_groups, ["example.com"]);
         assert_eq!(run[0].resources, ["things", "things/status"]);
         assert!(run.iter().all(|r| !r.verbs.contains(&"*".to_string()) && !r.resources.contains(&"*".to_string())));

@@ -40,7 +40,9 @@ pub(super) async fn apply_instance(
     match result {
         Ok(done) => Ok(done),
         Err(error) => {
-            ctx.status.write(object, &status::failed(error.category().reason(), report(&error)), true).await?;
+            ctx.status
+                .write(object, &status::failed(error.category().reason(), report(&error)), status::Severity::Warning)
+                .await?;
             match error.category().needs_a_person() {
                 true => Ok((Outcome::InvalidInput, Action::requeue(DEFAULT_POLL))),
                 false => Err(error),
@@ -83,7 +85,7 @@ async fn apply_with_config(
                 let fresh = status::ObjectStatus::of(object).is_none()
                     && ctx.instances.recorded_within(&key, ACCESS_REQUESTED, WAIT);
                 if !fresh {
-                    ctx.status.write(object, &status::reconciling(message), false).await?;
+                    ctx.status.write(object, &status::reconciling(message), status::Severity::Normal).await?;
                 }
                 return Ok((Outcome::Waiting, Action::requeue(WAIT)));
             }
@@ -104,23 +106,15 @@ async fn apply_with_config(
     let reach =
         Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
     let mut fetched = gather::Fetched::default();
-    let observed = gather::observe(
-        &reach,
-        &ctx.stores(),
-        &|_| None,
-        ctx.granted(),
-        &context,
-        false,
-        ctx.planner.plugin.input_limit(),
-        &mut fetched,
-    )
-    .await?;
+    let (granted, limit) = (ctx.granted(), ctx.planner.plugin.input_limit());
+    let call = gather::Call::Plan;
+    let observed = gather::observe(&reach, &ctx.stores(), granted, &context, call, limit, &mut fetched).await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
     let plan = match timed(ctx, "plan", plan::reconcile(&ctx.planner, &input)).await? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
-            ctx.status.write(object, &status::reconcile_error(&i.message), true).await?;
+            ctx.status.write(object, &status::reconcile_error(&i.message), status::Severity::Warning).await?;
             return Ok((Outcome::InvalidInput, requeue(i.requeue_after_seconds)));
         }
         Err(PlanError::Transient(message)) => return Err(Error::PluginTransient(message)),
@@ -137,7 +131,7 @@ async fn apply_with_config(
     if writes + pruned > 0 {
         info!(writes, pruned, "applied");
     }
-    ctx.status.write(object, &plan.status, false).await?;
+    ctx.status.write(object, &plan.status, status::Severity::Normal).await?;
     Ok((Outcome::Applied, requeue(plan.requeue_after_seconds)))
 }
 

@@ -37,7 +37,13 @@ pub(super) async fn cleanup_instance(
         Ok(()) => Ok(()),
         Err(e @ Error::NotYet { .. }) => Err(e),
         Err(e) => {
-            ctx.status.write(object, &status::terminating_failed(e.category().reason(), report(&e)), true).await?;
+            ctx.status
+                .write(
+                    object,
+                    &status::terminating_failed(e.category().reason(), report(&e)),
+                    status::Severity::Warning,
+                )
+                .await?;
             Err(e)
         }
     }
@@ -103,17 +109,9 @@ async fn cleanup_steps(
         let packed = ctx.blockers.objects(&key, &o.id, &identity(o.cluster)?)?;
         packed.iter().map(|p| p.value().ok()).collect::<Option<Vec<_>>>()
     };
-    let observed = gather::observe(
-        &reach,
-        &ctx.stores(),
-        &watched,
-        ctx.granted(),
-        &context,
-        true,
-        ctx.planner.plugin.input_limit(),
-        &mut fetched,
-    )
-    .await?;
+    let (granted, limit) = (ctx.granted(), ctx.planner.plugin.input_limit());
+    let call = gather::Call::Cleanup { watched: &watched };
+    let observed = gather::observe(&reach, &ctx.stores(), granted, &context, call, limit, &mut fetched).await?;
     let input = gather::input(raw, provider_config, context, observed);
     let owner = instance.owner(&ctx.provider_name);
 
@@ -122,7 +120,7 @@ async fn cleanup_steps(
         Ok(CleanupPlan::Blocked(blocked)) => {
             // Until the next round, watch what it observed on the tenant's
             // clusters instead of reading it again.
-            let wanted = gather::observations(observations, true)
+            let wanted = gather::observations(observations, call)
                 .filter_map(|o| {
                     let identity = identity(o.cluster)?;
                     Some(Wanted {
@@ -138,7 +136,7 @@ async fn cleanup_steps(
                 .collect();
             ctx.blockers.keep(&key, wanted);
             let desired = ServiceStatus { resources: blocked.resources, ..status::terminating(&blocked.message) };
-            ctx.status.write(object, &desired, false).await?;
+            ctx.status.write(object, &desired, status::Severity::Normal).await?;
             return Err(not_yet(blocked.message, Duration::from_secs(u64::from(blocked.requeue_after_seconds.max(1)))));
         }
         Ok(CleanupPlan::Teardown(teardown)) => {
@@ -148,7 +146,7 @@ async fn cleanup_steps(
     };
     let in_progress =
         ServiceStatus { resources: teardown.resources.clone(), ..status::terminating("Cleanup in progress") };
-    ctx.status.write(object, &in_progress, false).await?;
+    ctx.status.write(object, &in_progress, status::Severity::Normal).await?;
 
     // Access to a cluster that is gone is revoked first: nothing can act on
     // that cluster any more, and whatever still holds on to the access to
@@ -291,7 +289,7 @@ async fn answering(
              (whatever the service installed there is then left behind)",
             ctx.unreachable_grace.as_secs()
         );
-        ctx.status.write(object, &status::terminating(&message), false).await?;
+        ctx.status.write(object, &status::terminating(&message), status::Severity::Normal).await?;
         return Err(not_yet(message, WAIT.min(left)));
     }
     warn!(cluster = %cluster, error = %error, waited = ?waited, "cluster unreachable: deletion continues without it");
