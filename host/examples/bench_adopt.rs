@@ -18,8 +18,6 @@
 //! `task bench-scale` uses).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -29,6 +27,7 @@ use anyhow::{Context as _, bail};
 use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 use futures::{StreamExt, TryStreamExt, stream};
 use host_test_support::go_provider::{self, DOCKER, GO_PROVIDER, Instance, PULL, PULL_CONFIG};
+use host_test_support::process::{free_port, http_get};
 use host_test_support::{GROUP, flux_resource};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -54,10 +53,7 @@ impl Drop for Host {
 
 /// `service_provider_host_*` samples of the host's metrics endpoint.
 fn metrics(port: u16) -> anyhow::Result<BTreeMap<String, f64>> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
+    let (_, text) = http_get(port, "/metrics").context("the metrics endpoint")?;
     let samples = text.lines().filter(|l| l.starts_with("service_provider_host_")).filter_map(|l| l.rsplit_once(' '));
     Ok(samples.filter_map(|(name, value)| Some((name.to_string(), value.trim().parse().ok()?))).collect())
 }
@@ -172,7 +168,7 @@ async fn run(n: usize, host_binary: &PathBuf) -> anyhow::Result<()> {
     while phases.lock().expect("not poisoned").now.len() < n {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = free_port();
     let started = Instant::now();
     let child = Command::new(host_binary)
         .args(["run", "--provider-name", PROVIDER, "--environment", "bench", "--verbosity", "ERROR"])

@@ -24,8 +24,7 @@
 //! with `SERVICE_PROVIDER_HOST` set to it).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,6 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 use futures::StreamExt;
+use host_test_support::process::{free_port, http_get};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
@@ -55,16 +55,9 @@ const GROUP: &str = "kro.services.open-control-plane.io";
 /// Longer than the poll interval (1m), so every instance is polled once.
 const STEADY_WINDOW: Duration = Duration::from_secs(75);
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("address").port()
-}
-
 /// The host's request counters: `(cluster, method)` → count.
 fn requests(port: u16) -> anyhow::Result<BTreeMap<(String, String), u64>> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    write!(stream, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
+    let (_, text) = http_get(port, "/metrics").context("the metrics endpoint")?;
     let mut counts = BTreeMap::new();
     for line in text.lines().filter(|l| l.starts_with("service_provider_host_kube_requests_total{")) {
         let (labels, value) = line.rsplit_once(' ').context("metric line")?;

@@ -7,7 +7,7 @@
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -251,8 +251,10 @@ fn descendants(pid: i32) -> Vec<i32> {
     found
 }
 
+/// A free loopback port, never one handed out before in this process (the
+/// test clusters' own allocator).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    envtest::process::free_port().expect("a free loopback port")
 }
 
 /// A plain HTTP GET on loopback: (status code, body), or None if nothing listens.
