@@ -14,7 +14,9 @@
 //! - [`plan`]: calls the plugin in the [`sandbox`] and checks every object it
 //!   asks for against its capabilities.
 //! - [`apply`]: server-side apply, copies, ordered deletion and pruning,
-//!   with owner labels ([`owner`]) instead of cross-cluster owner references.
+//!   with owner labels ([`owner`]) instead of cross-cluster owner references;
+//!   taking over another provider's objects only as [`adopt`] allows; the
+//!   plugin's CRDs by [`crds`], for `init` and `run` alike.
 //! - [`status`]: the status and Events the host writes, with condition
 //!   timestamps that only move when a condition changes.
 //!
@@ -36,6 +38,7 @@ pub mod access;
 pub mod adopt;
 pub mod apply;
 pub mod clusters;
+pub mod crds;
 pub mod error;
 pub mod gather;
 pub mod grant;

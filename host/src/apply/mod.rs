@@ -1,6 +1,7 @@
 //! Applying a plan: server-side apply of the desired objects, copies of
 //! Secrets ([`copy`], a predecessor's retired), ordered deletion, and
-//! pruning of what the instance owns but no longer plans ([`prune`]).
+//! pruning of what the instance owns but no longer plans ([`prune`]). The
+//! plugin's CRDs are [`crate::crds`]'.
 //!
 //! Every object the host writes carries owner labels (see [`crate::owner`]),
 //! which is how watches map it back to its instance and how orphans are
@@ -13,7 +14,6 @@
 //! changed plan, makes the check fail and the object is applied again.
 
 pub mod copy;
-pub mod crds;
 pub mod prune;
 mod retire;
 

@@ -17,7 +17,7 @@ use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plan::{self, CheckedPlan, Step};
 use crate::stores::Lookup;
-use crate::{Error, gather, status};
+use crate::{Error, crds, gather, status};
 
 /// What [`InstanceState`](super::context::InstanceState) calls the moment
 /// this process requested an instance's access.
@@ -185,9 +185,8 @@ async fn write(
         for (cluster, client) in reach.targets().filter(|(c, _)| matches!(c, Cluster::ControlPlane | Cluster::Workload))
         {
             let (own, adoption) = (&ctx.granted().own, &ctx.adoption);
-            let change =
-                apply::crds::ensure(client, cluster, ctx.descriptor(), own, &ctx.field_manager, adoption).await?;
-            writes += usize::from(change != Change::Unchanged);
+            let written = crds::ensure(client, cluster, ctx.descriptor(), own, &ctx.field_manager, adoption).await?;
+            writes += usize::from(written);
         }
         ctx.instances.set_crds_installed(&key_of_instance(instance));
     }
