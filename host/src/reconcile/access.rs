@@ -6,6 +6,7 @@ use kube::Client;
 use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tracing::warn;
 
+use super::context::Memo;
 use super::{Context, InstanceKey};
 use crate::Error;
 use crate::access::{self, Grant, InstanceAccess, Target};
@@ -62,14 +63,14 @@ pub(super) async fn client_for(
     at: &KubeconfigRef,
     cluster: Cluster,
 ) -> Result<Client, Error> {
-    let what = format!("kubeconfig {}/{}", at.namespace, at.name);
-    if ctx.instances.is_verified(key, &what, 0)
+    let memo = Memo::Kubeconfig { namespace: at.namespace.clone(), name: at.name.clone() };
+    if ctx.instances.is_verified(key, &memo)
         && let Some(client) = ctx.clients.cached(at, &ctx.metrics).await?
     {
         return Ok(client);
     }
     let client = ctx.clients.get(&ctx.platform, at, cluster, &ctx.metrics).await?;
-    ctx.instances.set_verified(key, what, 0);
+    ctx.instances.set_verified(key, memo);
     Ok(client)
 }
 
@@ -84,12 +85,12 @@ pub(super) async fn check_kinds(
     client: &Client,
 ) -> Result<(), Error> {
     for (api_version, kinds) in kinds::on_cluster(ctx.descriptor(), cluster) {
-        let what = format!("kinds of {api_version} on the {cluster} cluster");
-        if ctx.platform_versions.contains(&api_version) || ctx.instances.is_verified(key, &what, 0) {
+        let memo = Memo::Kinds { cluster, api_version: api_version.clone() };
+        if ctx.platform_versions.contains(&api_version) || ctx.instances.is_verified(key, &memo) {
             continue;
         }
         if kinds::verify(client, cluster, &api_version, &kinds).await? {
-            ctx.instances.set_verified(key, what, 0);
+            ctx.instances.set_verified(key, memo);
         }
     }
     Ok(())

@@ -10,6 +10,7 @@ use service_provider_sdk::contract::{Cluster, ObjectCopy, PlanError};
 use tracing::info;
 
 use super::access::{Obtained, check_kinds, client_for, instance_access, obtain};
+use super::context::Memo;
 use super::{Context, DEFAULT_POLL, Outcome, WAIT, key_of, requeue, timed};
 use crate::access::Target;
 use crate::apply::{self, Change, CopyJob, Scope, Sources};
@@ -18,10 +19,6 @@ use crate::instance::{Instance, Reach};
 use crate::plan::{self, CheckedPlan, Step};
 use crate::stores::Lookup;
 use crate::{Error, crds, gather, status};
-
-/// What [`InstanceState`](super::context::InstanceState) calls the moment
-/// this process requested an instance's access.
-const ACCESS_REQUESTED: &str = "access requested";
 
 /// Reconciles a live instance. Failures are recorded in its status; those
 /// only a person can fix requeue at the poll interval, the others go on to
@@ -80,10 +77,10 @@ async fn apply_with_config(
                 // (From the first request: one recreated again and again
                 // must not keep the status empty.)
                 if just_requested {
-                    ctx.instances.record_first(&key, ACCESS_REQUESTED);
+                    ctx.instances.record_first(&key, Memo::AccessRequested);
                 }
                 let fresh = status::ObjectStatus::of(object).is_none()
-                    && ctx.instances.recorded_within(&key, ACCESS_REQUESTED, WAIT);
+                    && ctx.instances.recorded_within(&key, &Memo::AccessRequested, WAIT);
                 if !fresh {
                     ctx.status.write(object, &status::reconciling(message), status::Severity::Normal).await?;
                 }
@@ -204,8 +201,8 @@ async fn write(
     };
     for step in plan.steps() {
         let unwatched = unwatched(ctx, &step);
-        if let Some((what, digest)) = &unwatched
-            && ctx.instances.is_verified(&key, what, *digest)
+        if let Some((memo, digest)) = &unwatched
+            && ctx.instances.is_verified_as(&key, memo, Some(*digest))
         {
             continue;
         }
@@ -242,8 +239,8 @@ async fn write(
                 change
             }
         };
-        if let Some((what, digest)) = unwatched {
-            ctx.instances.set_verified(&key, what, digest);
+        if let Some((memo, digest)) = unwatched {
+            ctx.instances.set_verified_as(&key, memo, Some(digest));
         }
         writes += usize::from(change != Change::Unchanged);
     }
@@ -260,7 +257,7 @@ async fn write(
 /// unchanged step verified recently is not read again. A copy's digest
 /// includes its source's `resourceVersion` (a rotated source is copied at
 /// once); without the source in a store there is no digest.
-fn unwatched(ctx: &Context, step: &Step<'_>) -> Option<(String, u64)> {
+fn unwatched(ctx: &Context, step: &Step<'_>) -> Option<(Memo, u64)> {
     let digest = |text: &str| {
         let mut hasher = DefaultHasher::new();
         text.hash(&mut hasher);
@@ -269,13 +266,14 @@ fn unwatched(ctx: &Context, step: &Step<'_>) -> Option<(String, u64)> {
     match step {
         Step::Apply(m) if m.cluster != Cluster::Platform => {
             let place = m.namespace.as_ref().map_or(m.name.clone(), |ns| format!("{ns}/{}", m.name));
-            Some((format!("{} {} {} {place}", m.cluster, m.api_version, m.kind), digest(&m.object.to_string())))
+            let memo = Memo::Step { cluster: m.cluster, what: format!("{} {} {place}", m.api_version, m.kind) };
+            Some((memo, digest(&m.object.to_string())))
         }
         Step::Copy(copy) if copy.target_cluster != Cluster::Platform => {
             let source = ctx.stores().source(copy.kind(), &ctx.pod_namespace, &copy.source_name).found()?;
             let version = source.metadata.resource_version.clone()?;
-            let what = format!("{} copy {}/{}", copy.target_cluster, copy.target_namespace, copy.target_name);
-            Some((what, digest(&format!("{copy:?} {version}"))))
+            let what = format!("copy {}/{}", copy.target_namespace, copy.target_name);
+            Some((Memo::Step { cluster: copy.target_cluster, what }, digest(&format!("{copy:?} {version}"))))
         }
         _ => None,
     }

@@ -14,6 +14,7 @@ use service_provider_sdk::contract::{
 use tracing::{info, warn};
 
 use super::access::{check_kinds, current_request, instance_access, remaining_access};
+use super::context::Memo;
 use super::{Context, InstanceKey, WAIT, key_of, not_yet, timed};
 use crate::access::{self, InstanceAccess, Target};
 use crate::apply::{self, Scope};
@@ -173,27 +174,27 @@ async fn cleanup_steps(
     // ControlPlane object that would be a read per round).
     let gone = |target: &ObjectRef| {
         let place = target.namespace.as_ref().map_or(target.name.clone(), |ns| format!("{ns}/{}", target.name));
-        format!("{} {} {place} gone", target.cluster, target.kind)
+        Memo::Gone { cluster: target.cluster, what: format!("{} {place}", target.kind) }
     };
     for target in &teardown.objects {
         let Some(client) = reach.client(target.cluster) else { continue };
-        if ctx.instances.is_verified(&key, &gone(target), 0) {
+        if ctx.instances.is_verified(&key, &gone(target)) {
             continue;
         }
         if !apply::delete(client, target, cached(target), &owner).await? {
             return Err(not_yet(format!("waiting for {} {} to be deleted", target.kind, target.name), WAIT));
         }
-        ctx.instances.set_verified(&key, gone(target), 0);
+        ctx.instances.set_verified(&key, gone(target));
     }
     // ... then the copies (nothing waits on them) and anything else the
     // instance owns (listed from the API servers: the last word before the
     // finalizer goes, also on what a store may not have seen yet), ...
     for target in &teardown.copies {
         if let Some(client) = reach.client(target.cluster)
-            && !ctx.instances.is_verified(&key, &gone(target), 0)
+            && !ctx.instances.is_verified(&key, &gone(target))
         {
             apply::delete(client, target, cached(target), &owner).await?;
-            ctx.instances.set_verified(&key, gone(target), 0);
+            ctx.instances.set_verified(&key, gone(target));
         }
     }
     // (Once per deletion: nothing makes new objects for an instance that
@@ -267,14 +268,14 @@ async fn answering(
     // Asked once per deletion: a cluster that stops answering later makes
     // the reconcile fail, which distrusts everything verified, so the next
     // one asks again.
-    let answers = format!("{cluster} answers");
-    if ctx.instances.is_verified(key, &answers, 0) {
+    let answers = Memo::Answers(cluster);
+    if ctx.instances.is_verified(key, &answers) {
         return Ok((Some((at, client)), false));
     }
     let error = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => {
             ctx.instances.answered(key, cluster);
-            ctx.instances.set_verified(key, answers, 0);
+            ctx.instances.set_verified(key, answers);
             return Ok((Some((at, client)), false));
         }
         Ok(Err(e)) => report(&e),

@@ -148,8 +148,27 @@ pub struct InstanceState {
     verified: Mutex<HashMap<InstanceKey, Verified>>,
 }
 
-/// Per instance: what was found up to date → (digest of what was wanted, when).
-type Verified = HashMap<String, (u64, Instant)>;
+/// What an instance's memo holds: what was found up to date outside the
+/// watches, or when something first happened.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Memo {
+    /// A client built from this kubeconfig Secret works.
+    Kubeconfig { namespace: String, name: String },
+    /// A cluster serves the plugin's kinds of this API version.
+    Kinds { cluster: Cluster, api_version: String },
+    /// An object applied, or a copy made, on a cluster the host does not
+    /// watch is as wanted (its digest says what was wanted).
+    Step { cluster: Cluster, what: String },
+    /// A teardown object is gone.
+    Gone { cluster: Cluster, what: String },
+    /// A cluster answered (while deleting).
+    Answers(Cluster),
+    /// This process requested the instance's access.
+    AccessRequested,
+}
+
+/// Per instance: memo → (digest of what was wanted, if anything; when).
+type Verified = HashMap<Memo, (Option<u64>, Instant)>;
 
 impl InstanceState {
     /// Records which sources an instance's plan copies.
@@ -165,33 +184,43 @@ impl InstanceState {
         users.iter().filter(|(_, sources)| sources.contains(&source)).map(|(k, _)| k.clone()).collect()
     }
 
-    /// Whether `what`, wanted as `digest`, was found up to date within
+    /// Whether `memo` was found true within [`VERIFY_INTERVAL`].
+    pub fn is_verified(&self, key: &InstanceKey, memo: &Memo) -> bool {
+        self.is_verified_as(key, memo, None)
+    }
+
+    /// Whether `memo`, wanted as `digest`, was found up to date within
     /// [`VERIFY_INTERVAL`].
-    pub fn is_verified(&self, key: &InstanceKey, what: &str, digest: u64) -> bool {
+    pub fn is_verified_as(&self, key: &InstanceKey, memo: &Memo, digest: Option<u64>) -> bool {
         let verified = self.verified.lock().expect("not poisoned");
         verified
             .get(key)
-            .and_then(|v| v.get(what))
+            .and_then(|v| v.get(memo))
             .is_some_and(|(d, at)| *d == digest && at.elapsed() < VERIFY_INTERVAL)
     }
 
-    /// Records `what` (digest 0) unless it is recorded already: the time of
-    /// its first occurrence, kept until the instance fails or is forgotten.
-    pub fn record_first(&self, key: &InstanceKey, what: &str) {
+    /// Records `memo` unless it is recorded already: the time of its first
+    /// occurrence, kept until the instance fails or is forgotten.
+    pub fn record_first(&self, key: &InstanceKey, memo: Memo) {
         let mut verified = self.verified.lock().expect("not poisoned");
-        verified.entry(key.clone()).or_default().entry(what.to_string()).or_insert((0, Instant::now()));
+        verified.entry(key.clone()).or_default().entry(memo).or_insert((None, Instant::now()));
     }
 
-    /// Whether `what` was recorded (as any digest) less than `within` ago.
-    pub fn recorded_within(&self, key: &InstanceKey, what: &str, within: Duration) -> bool {
+    /// Whether `memo` was recorded less than `within` ago.
+    pub fn recorded_within(&self, key: &InstanceKey, memo: &Memo, within: Duration) -> bool {
         let verified = self.verified.lock().expect("not poisoned");
-        verified.get(key).and_then(|v| v.get(what)).is_some_and(|(_, at)| at.elapsed() < within)
+        verified.get(key).and_then(|v| v.get(memo)).is_some_and(|(_, at)| at.elapsed() < within)
     }
 
-    /// Records that `what` is up to date as `digest`.
-    pub fn set_verified(&self, key: &InstanceKey, what: String, digest: u64) {
+    /// Records that `memo` is true.
+    pub fn set_verified(&self, key: &InstanceKey, memo: Memo) {
+        self.set_verified_as(key, memo, None);
+    }
+
+    /// Records that `memo` is up to date as `digest`.
+    pub fn set_verified_as(&self, key: &InstanceKey, memo: Memo, digest: Option<u64>) {
         let mut verified = self.verified.lock().expect("not poisoned");
-        verified.entry(key.clone()).or_default().insert(what, (digest, Instant::now()));
+        verified.entry(key.clone()).or_default().insert(memo, (digest, Instant::now()));
     }
 
     /// Forgets what was verified: the next reconcile looks at everything.
@@ -298,32 +327,38 @@ mod tests {
     #[test]
     fn verified_things_are_trusted_until_they_change_or_the_instance_fails() {
         let state = InstanceState::default();
-        assert!(!state.is_verified(&key("a"), "x", 1));
-        state.set_verified(&key("a"), "x".into(), 1);
-        assert!(state.is_verified(&key("a"), "x", 1));
-        assert!(!state.is_verified(&key("a"), "x", 2), "something else is wanted now");
-        assert!(!state.is_verified(&key("b"), "x", 1), "per instance");
+        let x = Memo::Answers(Cluster::ControlPlane);
+        assert!(!state.is_verified_as(&key("a"), &x, Some(1)));
+        state.set_verified_as(&key("a"), x.clone(), Some(1));
+        assert!(state.is_verified_as(&key("a"), &x, Some(1)));
+        assert!(!state.is_verified_as(&key("a"), &x, Some(2)), "something else is wanted now");
+        assert!(!state.is_verified(&key("a"), &x), "wanted as something, not as nothing");
+        assert!(!state.is_verified_as(&key("b"), &x, Some(1)), "per instance");
         state.failed(&key("a"));
-        assert!(!state.is_verified(&key("a"), "x", 1), "a failure distrusts everything");
-        state.set_verified(&key("a"), "x".into(), 1);
+        assert!(!state.is_verified_as(&key("a"), &x, Some(1)), "a failure distrusts everything");
+        state.set_verified_as(&key("a"), x.clone(), Some(1));
         state.forget(&key("a"));
-        assert!(!state.is_verified(&key("a"), "x", 1));
+        assert!(!state.is_verified_as(&key("a"), &x, Some(1)));
     }
 
     #[test]
     fn a_first_occurrence_keeps_its_time_until_the_instance_fails() {
         let state = InstanceState::default();
         let hour = Duration::from_secs(3600);
-        assert!(!state.recorded_within(&key("a"), "asked", hour));
-        state.record_first(&key("a"), "asked");
-        let first = state.verified.lock().unwrap()[&key("a")]["asked"].1;
+        assert!(!state.recorded_within(&key("a"), &Memo::AccessRequested, hour));
+        state.record_first(&key("a"), Memo::AccessRequested);
+        let first = state.verified.lock().unwrap()[&key("a")][&Memo::AccessRequested].1;
         std::thread::sleep(Duration::from_millis(5));
-        state.record_first(&key("a"), "asked");
-        assert_eq!(state.verified.lock().unwrap()[&key("a")]["asked"].1, first, "the first time is kept");
-        assert!(state.recorded_within(&key("a"), "asked", hour));
-        assert!(!state.recorded_within(&key("a"), "asked", Duration::ZERO));
+        state.record_first(&key("a"), Memo::AccessRequested);
+        assert_eq!(
+            state.verified.lock().unwrap()[&key("a")][&Memo::AccessRequested].1,
+            first,
+            "the first time is kept"
+        );
+        assert!(state.recorded_within(&key("a"), &Memo::AccessRequested, hour));
+        assert!(!state.recorded_within(&key("a"), &Memo::AccessRequested, Duration::ZERO));
         state.failed(&key("a"));
-        assert!(!state.recorded_within(&key("a"), "asked", hour));
+        assert!(!state.recorded_within(&key("a"), &Memo::AccessRequested, hour));
     }
 
     #[test]
