@@ -224,9 +224,10 @@ pub async fn ensure_access_request(
     let token = request.token();
     let mut finalizers = finalizers(&live);
     let finalized = finalizers.iter().any(|f| f == FINALIZER);
+    // (A predecessor's request is never annotated: it is always written.)
     let current = live.data.pointer("/spec/token") == Some(&token) && finalized && mark.annotated(&live.metadata);
-    if current && adopted.is_none() {
-        return Ok(Ensured { live, created: false, adopted });
+    if current {
+        return Ok(Ensured { live, created: false, adopted: None });
     }
     if !finalized {
         finalizers.push(FINALIZER.to_string());
