@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 use service_provider_host::reconcile;
 use std::sync::Arc;
 
-#[path = "lifecycle/adopt.rs"]
 mod adopt;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";

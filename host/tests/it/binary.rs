@@ -11,7 +11,6 @@ use host_test_support::process::{Launcher, Replica, ReplicaOptions, counter};
 use host_test_support::*;
 use serde_json::{Value, json};
 
-#[path = "binary/registry.rs"]
 mod registry;
 
 fn binary() -> Launcher {
@@ -204,7 +203,7 @@ fn the_cli_reference_is_the_help_of_every_command() {
     let commands: [&[&str]; 6] = [&[], &["init"], &["run"], &["render"], &["precompile"], &["plugin", "push"]];
     let mut reference = String::from(
         "# Command-line reference\n\nGenerated from `service-provider-host <command> --help` by `task generate`\n\
-         (`host/tests/binary.rs` fails when it is stale). Environment the host reads besides its flags:\n\
+         (`host/tests/it/binary.rs` fails when it is stale). Environment the host reads besides its flags:\n\
          `POD_NAMESPACE` (required), `POD_NAME`, `KUBECONFIG`, `DOCKER_CONFIG`, `RUST_LOG`, `NO_COLOR`,\n\
          `HTTPS_PROXY`/`NO_PROXY` (see [operations](../operations.md)).\n",
     );
