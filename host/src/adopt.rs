@@ -41,8 +41,8 @@ impl Adoption {
         !self.managers.is_empty()
     }
 
-    /// Whether this object may be taken over, or why not (one phrase).
-    pub fn judge(&self, meta: &ObjectMeta) -> Result<String, String> {
+    /// Whether this object may be taken over: from which manager, or why not.
+    pub fn judge(&self, meta: &ObjectMeta) -> Result<String, Refusal> {
         let entries = meta.managed_fields.as_deref().unwrap_or_default();
         let mut by = None;
         for entry in entries {
@@ -55,23 +55,20 @@ impl Adoption {
             if entry.subresource.as_deref() == Some("status") || fields.is_some_and(only_status_or_finalizers) {
                 continue;
             }
-            return Err(format!("field manager {} wrote more than status and finalizers", quoted(manager)));
+            return Err(Refusal::WroteMore { manager: manager.to_string() });
         }
-        by.ok_or_else(|| match self.managers.as_slice() {
-            [one] => format!("it was not written by field manager {}", quoted(one)),
-            _ => "it was not written by any of the --adopt-from field managers".to_string(),
-        })
+        by.ok_or_else(|| Refusal::NotWrittenBy { managers: self.managers.clone() })
     }
 }
 
 impl Adoption {
     /// Whether an object without `owner`'s labels may be taken over: never
-    /// another instance's; otherwise only as [`Self::judge`] allows. The
-    /// error completes "<place> already exists and …", and without the
-    /// opt-in names the flag that would take the object over.
-    pub fn take_over(&self, meta: &ObjectMeta, owner: &Owner) -> Result<String, String> {
-        if let Some((ns, name)) = Owner::of(meta, &owner.provider) {
-            return Err(format!("it belongs to instance {ns}/{name}"));
+    /// another instance's; otherwise only as [`Self::judge`] allows.
+    /// Without the opt-in, the refusal names the flag that would take the
+    /// object over.
+    pub fn take_over(&self, meta: &ObjectMeta, owner: &Owner) -> Result<String, Refusal> {
+        if let Some((namespace, name)) = Owner::of(meta, &owner.provider) {
+            return Err(Refusal::OtherInstance { namespace, name });
         }
         self.consent(meta)
     }
@@ -79,21 +76,50 @@ impl Adoption {
     /// Like [`Self::take_over`], for an object whose other marks already
     /// say it is this instance's (an AccessRequest with openmcp's labels
     /// for it): only who wrote it decides.
-    pub fn consent(&self, meta: &ObjectMeta) -> Result<String, String> {
-        if self.is_enabled() {
-            return self.judge(meta).map_err(|why| format!("{why}: it is not taken over"));
+    pub fn consent(&self, meta: &ObjectMeta) -> Result<String, Refusal> {
+        match self.is_enabled() {
+            true => self.judge(meta),
+            false => Err(Refusal::NotOptedIn { writers: writers(meta) }),
         }
-        let hint = match writers(meta).as_slice() {
-            [] => String::new(),
-            writers => format!(
-                " (written by field manager {}; run with --adopt-from {} to take it over)",
-                writers.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(", "),
-                quoted(&writers[0])
-            ),
-        };
-        Err(format!(
-            "it was not created by this provider{hint}; the host does not take over objects it did not create: remove or rename it"
-        ))
+    }
+}
+
+/// Why an object is not taken over; completes "<object> already exists and …".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Someone besides the named managers wrote more than status or finalizers.
+    #[error("field manager {} wrote more than status and finalizers: it is not taken over", quoted(manager))]
+    WroteMore { manager: String },
+    /// None of the named managers wrote it.
+    #[error("{}: it is not taken over", not_written_by(managers))]
+    NotWrittenBy { managers: Vec<String> },
+    /// It carries another instance's owner labels.
+    #[error("it belongs to instance {namespace}/{name}")]
+    OtherInstance { namespace: String, name: String },
+    /// No `--adopt-from` was given; `writers` are the managers one would name.
+    #[error(
+        "it was not created by this provider{}; the host does not take over objects it did not create: remove or rename it",
+        adopt_hint(writers)
+    )]
+    NotOptedIn { writers: Vec<String> },
+}
+
+fn not_written_by(managers: &[String]) -> String {
+    match managers {
+        [one] => format!("it was not written by field manager {}", quoted(one)),
+        _ => "it was not written by any of the --adopt-from field managers".to_string(),
+    }
+}
+
+/// What to run to take an object over, given who wrote it.
+fn adopt_hint(writers: &[String]) -> String {
+    match writers {
+        [] => String::new(),
+        writers => format!(
+            " (written by field manager {}; run with --adopt-from {} to take it over)",
+            writers.iter().map(|w| quoted(w)).collect::<Vec<_>>().join(", "),
+            quoted(&writers[0])
+        ),
     }
 }
 
@@ -177,13 +203,16 @@ mod tests {
             entry("service-provider-kro", None, json!({"f:spec": {}})),
             entry("kubectl-edit", None, json!({"f:spec": {"f:values": {}}})),
         ]);
-        let e = go().judge(&edited).unwrap_err();
+        let e = go().judge(&edited).unwrap_err().to_string();
         assert!(e.contains("\"kubectl-edit\" wrote more than status"), "{e}");
         let someone_elses = meta(vec![entry("kubectl-client-side-apply", None, json!({"f:spec": {}}))]);
-        assert!(go().judge(&someone_elses).unwrap_err().contains("wrote more than"));
+        assert_eq!(go().judge(&someone_elses), Err(Refusal::WroteMore { manager: "kubectl-client-side-apply".into() }));
         let only_status = meta(vec![entry("helm-controller", Some("status"), json!({"f:status": {}}))]);
         assert!(
-            go().judge(&only_status).unwrap_err().contains("not written by field manager \"service-provider-kro\"")
+            go().judge(&only_status)
+                .unwrap_err()
+                .to_string()
+                .contains("not written by field manager \"service-provider-kro\"")
         );
         assert!(go().judge(&ObjectMeta::default()).is_err(), "no managedFields, no proof");
         let labels_too = meta(vec![

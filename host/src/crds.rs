@@ -14,9 +14,9 @@ use kube::{Api, Client};
 use service_provider_sdk::contract::{Cluster, Descriptor};
 use tracing::info;
 
-use crate::Error;
 use crate::adopt::Adoption;
 use crate::apply::contains;
+use crate::error::{Conflicting, Error};
 use crate::grant::{Denial, hard};
 
 /// The label that says which cluster a CRD belongs on (openmcp).
@@ -25,7 +25,7 @@ pub const CLUSTER_LABEL: &str = "openmcp.cloud/cluster";
 /// Parses a CRD manifest from the plugin and checks its cluster label.
 pub fn parse_crd(manifest: &str, cluster: Cluster) -> Result<CustomResourceDefinition, Error> {
     let crd: CustomResourceDefinition = serde_saphyr::from_str(manifest)
-        .map_err(|e| Error::Config(format!("a CRD of the plugin is not valid YAML/JSON: {e}")))?;
+        .map_err(|e| Error::config("a CRD of the plugin is not valid YAML/JSON", Some(e.into())))?;
     let name = crd.metadata.name.clone().unwrap_or_default();
     let label = crd.metadata.labels.as_ref().and_then(|l| l.get(CLUSTER_LABEL)).map(String::as_str);
     let expected = match cluster {
@@ -33,10 +33,11 @@ pub fn parse_crd(manifest: &str, cluster: Cluster) -> Result<CustomResourceDefin
         other => other.as_str(),
     };
     if label != Some(expected) {
-        return Err(Error::Config(format!(
+        let what = format!(
             "CRD {name} is declared for the {cluster} cluster but is labelled {CLUSTER_LABEL}={}",
             label.unwrap_or("<none>")
-        )));
+        );
+        return Err(Error::config(what, None));
     }
     Ok(crd)
 }
@@ -119,21 +120,12 @@ fn not_taken_over(live: &CustomResourceDefinition, place: &str, adoption: &Adopt
         return Ok(Holder::Ours);
     }
     if adoption.is_enabled() {
-        let by = adoption.judge(&live.metadata);
-        let by = by.map_err(|why| Error::Conflict(format!("{place} exists and {why}: it is not taken over")))?;
+        let by = adoption.judge(&live.metadata).map_err(|why| Error::conflict(place, why))?;
         return Ok(Holder::Predecessor(by));
     }
-    let who = match writers.is_empty() {
-        true => "a writer that left no record".to_string(),
-        false => writers.join(", "),
-    };
-    let hint = match crate::adopt::writers(&live.metadata).first() {
-        Some(first) => format!(" (if it is a provider's this one replaces: --adopt-from {first:?})"),
-        None => String::new(),
-    };
-    Err(Error::Conflict(format!(
-        "{place} exists and was installed by {who}, not by this host; it is never taken over unless named{hint}: remove it, or rename the plugin's"
-    )))
+    let writers = writers.into_iter().map(str::to_string).collect();
+    let adopt_from = crate::adopt::writers(&live.metadata).into_iter().next();
+    Err(Error::conflict(place, Conflicting::InstalledBy { writers, adopt_from }))
 }
 
 /// Who wrote an existing CRD the host may update.
@@ -177,8 +169,7 @@ async fn install(
     match api.patch(&name, &params, &Patch::Apply(crd)).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_conflict() => {
-            let message = format!("installing {place}: another field manager owns what it sets: {}", s.message);
-            return Err(Error::Conflict(message));
+            return Err(Error::conflict(place, Conflicting::FieldsOwned { message: s.message }));
         }
         Err(e) => return Err(Error::kube(format!("installing {place}"), e)),
     }
@@ -187,8 +178,12 @@ async fn install(
         await_condition(api.clone(), &name, conditions::is_crd_established()),
     )
     .await
-    .map_err(|_| Error::Timeout(format!("CRD {name} was not established within 60s")))?
-    .map_err(|e| Error::Timeout(format!("waiting for CRD {name}: {e}")))?;
+    .map_err(|_| Error::Timeout {
+        doing: format!("waiting for CRD {name} to be established"),
+        after: Duration::from_secs(60),
+        last_seen: None,
+    })?
+    .map_err(|source| Error::Watch { context: format!("waiting for CRD {name}"), source })?;
     Ok(())
 }
 

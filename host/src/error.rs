@@ -44,9 +44,9 @@ pub enum Category {
     Internal,
 }
 
-impl Category {
+impl crate::metrics::LabelValue for Category {
     /// The metrics label.
-    pub fn label(self) -> &'static str {
+    fn label(self) -> &'static str {
         match self {
             Category::UserInput => "user-input",
             Category::Conflict => "conflict",
@@ -59,7 +59,9 @@ impl Category {
             Category::Internal => "internal",
         }
     }
+}
 
+impl Category {
     /// Whether only a person can fix it: such failures are retried at the
     /// poll interval instead of with backoff, and count as "invalid input".
     pub fn needs_a_person(self) -> bool {
@@ -80,7 +82,13 @@ impl Category {
     }
 }
 
-/// Errors of the host library.
+/// A cause from a library the host only reports (an address parser, a
+/// YAML parser, a socket): kept as the error's source.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Errors of the host library. Each variant names what it is about in
+/// fields (an object, a cluster, a setting) and keeps its cause as the
+/// source; [`Error::category`] decides who must act.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{}", path.display())]
@@ -96,8 +104,8 @@ pub enum Error {
     #[error(transparent)]
     Plugin(#[from] PluginError),
     /// The plugin reported a failure worth retrying (`plan-error::transient`).
-    #[error("{0}")]
-    PluginTransient(String),
+    #[error("{message}")]
+    PluginTransient { plugin: String, message: String },
     /// The plugin returned something the host cannot use (malformed
     /// objects, copies without a type; see [`crate::plan`]).
     #[error("plugin {plugin} returned an unusable plan: {reason}")]
@@ -112,34 +120,43 @@ pub enum Error {
     /// The operator's grant cannot be used.
     #[error(transparent)]
     Grant(#[from] crate::grant::GrantError),
-    /// The service object cannot be reconciled as it is.
-    #[error("invalid service object: {0}")]
-    InvalidObject(String),
-    /// Something only a person can fix (a missing source Secret, a Secret of
-    /// the wrong type): shown in the status, retried at the poll interval.
-    #[error("{0}")]
-    UserInput(String),
+    /// Something only a tenant or the platform operator can fix: shown in
+    /// the status, retried at the poll interval.
+    #[error(transparent)]
+    Input(#[from] Input),
     /// An object the host would write exists and belongs to someone else.
-    #[error("{0}")]
-    Conflict(String),
+    #[error("{object} {reason}")]
+    Conflict { object: String, reason: Conflicting },
     /// Cluster access could not be obtained or used.
-    #[error("{0}")]
-    Access(String),
+    #[error(transparent)]
+    Access(#[from] AccessFailure),
     /// The host's own configuration (flags, files, endpoints).
-    #[error("{0}")]
-    Config(String),
+    #[error("{what}")]
+    Config {
+        what: String,
+        #[source]
+        source: Option<Cause>,
+    },
     /// Something the host waits for did not happen in time (a CRD to be
-    /// established, a grant at start-up).
-    #[error("{0}")]
-    Timeout(String),
+    /// established, a grant at start-up): what it was `doing`, and what it
+    /// saw last.
+    #[error("gave up {doing} after {}s{}", after.as_secs(), last_seen.as_deref().map(|s| format!(" ({s})")).unwrap_or_default())]
+    Timeout { doing: String, after: Duration, last_seen: Option<String> },
     /// Leader election could not be set up, or the lease was lost.
     #[error("leader election: {0}")]
-    LeaderElection(String),
+    LeaderElection(#[from] Leadership),
     #[error("{context}")]
     Kube {
         context: String,
         #[source]
         source: kube::Error,
+    },
+    /// Watching for a condition failed (the watch itself, not the wait).
+    #[error("{context}")]
+    Watch {
+        context: String,
+        #[source]
+        source: kube::runtime::wait::Error,
     },
     #[error("{context}")]
     Json {
@@ -155,8 +172,105 @@ pub enum Error {
     #[error(transparent)]
     Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
     /// A reconcile panicked: a host bug, contained to its instance.
-    #[error("the host failed internally: {0}")]
-    Panic(String),
+    #[error("the host failed internally: {message}")]
+    Panic { message: String },
+}
+
+/// What a tenant or the platform operator must provide or fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Input {
+    /// The service object lacks a field every object has.
+    #[error("invalid service object: {field} is missing")]
+    ServiceObject { field: &'static str },
+    /// The provider's ProviderConfig does not exist.
+    #[error(
+        "No ProviderConfig found: create the cluster-scoped {kind} {name:?} ({api_version}) on the platform cluster"
+    )]
+    NoProviderConfig { kind: String, api_version: String, name: String },
+    /// The source of a copy is not in the provider's namespace.
+    #[error("{kind} {namespace}/{name} does not exist on the platform cluster")]
+    NoSource { kind: String, namespace: String, name: String },
+    /// A Secret to copy has another type than the plugin requires.
+    #[error("Secret {namespace}/{name} has type {found}, but {required} is required")]
+    SecretType { namespace: String, name: String, found: String, required: String },
+}
+
+/// Why an existing object is not the host's to write; completes
+/// "<object> …".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Conflicting {
+    /// It carries the host's marks for another writer (an AccessRequest
+    /// someone else made for this instance).
+    #[error("already exists but is not managed by this provider")]
+    NotOurs,
+    /// It was there a moment ago, and is gone.
+    #[error("vanished while being created")]
+    Vanished,
+    /// Another provider's or instance's object, not taken over.
+    #[error("already exists and {0}")]
+    NotTakenOver(#[from] crate::adopt::Refusal),
+    /// A CRD another field manager installed (`writers`, or none on record).
+    #[error(
+        "exists and was installed by {}, not by this host; it is never taken over unless named{}: remove it, or rename the plugin's",
+        if writers.is_empty() { "a writer that left no record".to_string() } else { writers.join(", ") },
+        adopt_from.as_deref().map(|m| format!(" (if it is a provider's this one replaces: --adopt-from {m:?})")).unwrap_or_default()
+    )]
+    InstalledBy { writers: Vec<String>, adopt_from: Option<String> },
+    /// The API server refused the apply: another manager owns fields it sets.
+    #[error("has fields another field manager owns: {message}")]
+    FieldsOwned { message: String },
+    /// A copy another instance holds, with other content.
+    #[error("is another instance's copy of the same source with different content; its owner updates it")]
+    SharedCopy,
+    /// A copy whose type differs from its source's, not the instance's own.
+    #[error("has another type than its source; remove it")]
+    OtherType,
+}
+
+/// Why cluster access could not be obtained or used.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessFailure {
+    /// openmcp denied a request (`what` was asked for by `request`).
+    #[error("{what} was denied: {request}")]
+    Denied { what: String, request: String },
+    /// A request is granted but says nowhere where its kubeconfig is.
+    #[error("{request} is granted without status.secretRef")]
+    NoSecretRef { request: String },
+    /// A kubeconfig's text is not a kubeconfig.
+    #[error("the {cluster} kubeconfig is not valid")]
+    InvalidKubeconfig {
+        cluster: String,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// A kubeconfig from a cluster asks for what the host never does (see
+    /// [`crate::clusters::kubeconfig::sanitize`]).
+    #[error("the {cluster} kubeconfig is refused: {reason}")]
+    RefusedKubeconfig { cluster: String, reason: String },
+    /// A kubeconfig that parsed but cannot make a client.
+    #[error("the {cluster} kubeconfig cannot be used")]
+    Unusable {
+        cluster: String,
+        #[source]
+        source: Cause,
+    },
+    /// Neither in-cluster configuration nor `KUBECONFIG`.
+    #[error("no platform cluster configuration (in-cluster or KUBECONFIG)")]
+    NoPlatform(#[source] kube::config::InferConfigError),
+    /// The kubeconfig Secret lacks the key, or its value is not text.
+    #[error("Secret {namespace}/{name} key {key:?} {problem}")]
+    SecretKey { namespace: String, name: String, key: String, problem: &'static str },
+}
+
+/// What went wrong with the leader lease.
+#[derive(Debug, thiserror::Error)]
+pub enum Leadership {
+    #[error("setting it up")]
+    SetUp(#[source] kube_lease_manager::LeaseManagerError),
+    #[error("lost the leader lease")]
+    Lost,
+    #[error("the lease manager stopped")]
+    Stopped,
 }
 
 impl Error {
@@ -168,26 +282,37 @@ impl Error {
         Error::Json { context: context.into(), source }
     }
 
+    /// An object (as people name it: kind, place, cluster) in conflict.
+    pub fn conflict(object: impl Into<String>, reason: impl Into<Conflicting>) -> Self {
+        Error::Conflict { object: object.into(), reason: reason.into() }
+    }
+
+    /// A configuration problem, with or without a cause to keep.
+    pub fn config(what: impl Into<String>, source: impl Into<Option<Cause>>) -> Self {
+        Error::Config { what: what.into(), source: source.into() }
+    }
+
     pub fn category(&self) -> Category {
         match self {
-            Error::Io { .. } | Error::Parse { .. } | Error::Config(_) | Error::Grant(_) => Category::Config,
+            Error::Io { .. } | Error::Parse { .. } | Error::Config { .. } | Error::Grant(_) => Category::Config,
             Error::Plugin(e) => match e {
                 PluginError::Timeout { .. } => Category::PluginTimeout,
                 PluginError::Engine(_) | PluginError::Cache { .. } => Category::Config,
                 _ => Category::Plugin,
             },
-            Error::InvalidPlan { .. } | Error::PluginTransient(_) | Error::InputTooLarge { .. } => Category::Plugin,
+            Error::InvalidPlan { .. } | Error::PluginTransient { .. } | Error::InputTooLarge { .. } => Category::Plugin,
             Error::Denied(_) => Category::CapabilityDenied,
-            Error::InvalidObject(_) | Error::UserInput(_) => Category::UserInput,
-            Error::Conflict(_) => Category::Conflict,
+            Error::Input(_) => Category::UserInput,
+            Error::Conflict { .. } => Category::Conflict,
             Error::Access(_) => Category::Access,
             Error::Kube { .. }
+            | Error::Watch { .. }
             | Error::Json { .. }
             | Error::NotYet { .. }
-            | Error::Timeout(_)
-            | Error::LeaderElection(_) => Category::Kubernetes,
-            Error::Finalizer(_) => Category::Kubernetes,
-            Error::Panic(_) => Category::Internal,
+            | Error::Timeout { .. }
+            | Error::LeaderElection(_)
+            | Error::Finalizer(_) => Category::Kubernetes,
+            Error::Panic { .. } => Category::Internal,
         }
     }
 
@@ -232,6 +357,7 @@ pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::LabelValue;
 
     #[derive(Debug, thiserror::Error)]
     #[error("outer")]
@@ -243,8 +369,10 @@ mod tests {
         assert_eq!(report(&Outer(io)), "outer: disk on fire");
         let e = Error::Io { path: "/x".into(), source: std::io::Error::other("gone") };
         assert_eq!(report(&e), "/x: gone");
-        let repeated = Error::UserInput("a: b".into());
-        assert_eq!(report(&repeated), "a: b");
+        let missing = Error::from(Input::NoSource { kind: "Secret".into(), namespace: "p".into(), name: "s".into() });
+        assert_eq!(report(&missing), "Secret p/s does not exist on the platform cluster");
+        let bind = Error::config("invalid bind address \":x\"", Some(Cause::from(std::io::Error::other("bad port"))));
+        assert_eq!(report(&bind), "invalid bind address \":x\": bad port");
         // A cause the line already says is left out (the binary's one line).
         #[derive(Debug, thiserror::Error)]
         #[error("loading plugin x: outer")]
@@ -255,16 +383,21 @@ mod tests {
 
     #[test]
     fn categories_decide_who_must_act() {
-        assert!(Error::UserInput("x".into()).category().needs_a_person());
-        assert!(Error::InvalidObject("x".into()).category().needs_a_person());
-        assert!(!Error::Access("x".into()).category().needs_a_person());
-        assert_eq!(Error::Config("x".into()).category().label(), "config");
-        assert_eq!(Error::LeaderElection("lost".into()).category().label(), "kubernetes");
+        assert!(Error::from(Input::ServiceObject { field: "metadata.name" }).category().needs_a_person());
+        let conflict = Error::conflict("Secret a/b", Conflicting::OtherType);
+        assert!(conflict.category().needs_a_person());
+        assert_eq!(conflict.to_string(), "Secret a/b has another type than its source; remove it");
+        let denied = AccessFailure::Denied { what: "onboarding access".into(), request: "AccessRequest p/x".into() };
+        assert!(!Error::from(denied).category().needs_a_person());
+        assert_eq!(Error::config("x", None).category().label(), "config");
+        assert_eq!(Error::from(Leadership::Lost).category().label(), "kubernetes");
+        assert_eq!(Error::from(Leadership::Lost).to_string(), "leader election: lost the leader lease");
         let not_yet = Error::NotYet { reason: "wait".into(), retry_after: Duration::from_secs(3) };
         assert_eq!(not_yet.not_yet(), Some(Duration::from_secs(3)));
         // Through kube's finalizer helper, the reconcile's own error as it is.
-        let denied = Error::from_finalizer(kube::runtime::finalizer::Error::ApplyFailed(Error::Conflict("x".into())));
-        assert_eq!((report(&denied), denied.category()), ("x".to_string(), Category::Conflict));
+        let denied = Error::from_finalizer(kube::runtime::finalizer::Error::ApplyFailed(conflict));
+        assert_eq!(denied.category(), Category::Conflict);
+        assert!(report(&denied).starts_with("Secret a/b has another type"));
         let waiting = kube::runtime::finalizer::Error::CleanupFailed(not_yet);
         assert_eq!(Error::from_finalizer(waiting).not_yet(), Some(Duration::from_secs(3)));
     }

@@ -94,10 +94,11 @@ pub async fn register_when_reconciled(
             "it has no status yet (openmcp has not reconciled it)".to_string()
         };
         if Instant::now() >= deadline {
-            return Err(Error::Timeout(format!(
-                "ServiceProvider {provider_name}: {why}; gave up registering {kind} after {}s (is openmcp-operator running?)",
-                timeout.as_secs()
-            )));
+            return Err(Error::Timeout {
+                doing: format!("registering {kind} at ServiceProvider {provider_name}"),
+                after: timeout,
+                last_seen: Some(format!("{why}; is openmcp-operator running?")),
+            });
         }
         if !waiting {
             info!(provider = %provider_name, "waiting for openmcp before registering {kind} at ServiceProvider {provider_name}: {why}");

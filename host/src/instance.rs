@@ -11,7 +11,7 @@ use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, Context, NamespaceScope};
 use service_provider_sdk::names;
 
-use crate::Error;
+use crate::error::{Error, Input};
 use crate::owner::Owner;
 
 /// `(namespace, name)` of a service object: how the host keys what it
@@ -29,10 +29,10 @@ pub struct Instance {
 impl Instance {
     pub fn from_object(object: &Value) -> Result<Self, Error> {
         let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
-        let name = text("/metadata/name").ok_or_else(|| Error::InvalidObject("metadata.name is missing".into()))?;
-        let namespace = text("/metadata/namespace").ok_or_else(|| {
-            Error::InvalidObject("metadata.namespace is missing (service objects are namespaced)".into())
-        })?;
+        let missing = |field| Error::from(Input::ServiceObject { field });
+        let name = text("/metadata/name").ok_or_else(|| missing("metadata.name"))?;
+        // Service objects are namespaced.
+        let namespace = text("/metadata/namespace").ok_or_else(|| missing("metadata.namespace"))?;
         Ok(Instance {
             name: name.to_string(),
             namespace: namespace.to_string(),

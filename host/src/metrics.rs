@@ -23,22 +23,31 @@ pub struct RequestLabels {
     pub method: String,
 }
 
+/// A label value from a closed set: the host's enums (how a reconcile
+/// ended, an error's category, a plugin call) name their values, so no
+/// label takes a value built at run time and the set of series is fixed by
+/// the types.
+pub trait LabelValue: Copy {
+    fn label(self) -> &'static str;
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
-    /// applied, invalid-input, waiting, ignored, finalizer, deleting, deleted, error
-    pub outcome: String,
+    /// How a reconcile ended (`reconcile::Ended`): applied, invalid-input,
+    /// waiting, ignored, finalizer, deleting, deleted, error.
+    pub outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FailureLabels {
-    /// The error category (see `service_provider_host::Category`).
-    pub category: String,
+    /// The error category (`error::Category`).
+    pub category: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginLabels {
-    /// describe, plan, cleanup
-    pub call: String,
+    /// The plugin call (`plan::Call`): plan, cleanup.
+    pub call: &'static str,
 }
 
 pub struct Metrics {
@@ -120,28 +129,28 @@ impl Metrics {
         self.requests(cluster, &["POST", "PUT", "PATCH", "DELETE"])
     }
 
-    pub fn reconciled(&self, outcome: &str, took: Duration) {
-        self.reconciles.get_or_create(&ReconcileLabels { outcome: outcome.to_string() }).inc();
+    pub fn reconciled(&self, outcome: impl LabelValue, took: Duration) {
+        self.reconciles.get_or_create(&ReconcileLabels { outcome: outcome.label() }).inc();
         self.reconcile_seconds.observe(took.as_secs_f64());
     }
 
     /// Counts a failed reconcile by its error category.
-    pub fn failed(&self, category: &str) {
-        self.failures.get_or_create(&FailureLabels { category: category.to_string() }).inc();
+    pub fn failed(&self, category: impl LabelValue) {
+        self.failures.get_or_create(&FailureLabels { category: category.label() }).inc();
     }
 
     /// Failed reconciles so far in `category`.
-    pub fn failures(&self, category: &str) -> u64 {
-        self.failures.get_or_create(&FailureLabels { category: category.to_string() }).get()
+    pub fn failures(&self, category: impl LabelValue) -> u64 {
+        self.failures.get_or_create(&FailureLabels { category: category.label() }).get()
     }
 
     /// Reconciles so far that ended with `outcome`.
-    pub fn reconciles(&self, outcome: &str) -> u64 {
-        self.reconciles.get_or_create(&ReconcileLabels { outcome: outcome.to_string() }).get()
+    pub fn reconciles(&self, outcome: impl LabelValue) -> u64 {
+        self.reconciles.get_or_create(&ReconcileLabels { outcome: outcome.label() }).get()
     }
 
-    pub fn plugin_call(&self, call: &str, took: Duration) {
-        self.plugin_seconds.get_or_create(&PluginLabels { call: call.to_string() }).observe(took.as_secs_f64());
+    pub fn plugin_call(&self, call: impl LabelValue, took: Duration) {
+        self.plugin_seconds.get_or_create(&PluginLabels { call: call.label() }).observe(took.as_secs_f64());
     }
 
     /// How many blocker watches run and the bytes they hold.
@@ -185,14 +194,32 @@ mod tests {
         );
     }
 
+    /// Stand-ins for the host's label enums (this module imports none).
+    #[derive(Clone, Copy)]
+    enum Label {
+        Applied,
+        Plan,
+        PluginTimeout,
+    }
+
+    impl LabelValue for Label {
+        fn label(self) -> &'static str {
+            match self {
+                Label::Applied => "applied",
+                Label::Plan => "plan",
+                Label::PluginTimeout => "plugin-timeout",
+            }
+        }
+    }
+
     #[test]
     fn reconciles_and_plugin_calls_are_recorded() {
         let m = Metrics::new();
-        m.reconciled("applied", Duration::from_millis(20));
-        m.plugin_call("plan", Duration::from_micros(300));
-        m.failed("plugin-timeout");
-        assert_eq!(m.reconciles("applied"), 1);
-        assert_eq!(m.failures("plugin-timeout"), 1);
+        m.reconciled(Label::Applied, Duration::from_millis(20));
+        m.plugin_call(Label::Plan, Duration::from_micros(300));
+        m.failed(Label::PluginTimeout);
+        assert_eq!(m.reconciles(Label::Applied), 1);
+        assert_eq!(m.failures(Label::PluginTimeout), 1);
         let text = m.encode();
         assert!(
             text.contains("service_provider_host_reconcile_failures_total{category=\"plugin-timeout\"} 1"),

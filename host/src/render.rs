@@ -152,7 +152,7 @@ pub async fn render(planner: &Planner, request: &Request) -> Result<Value, Error
             Answer::Refused(e) => refusal(&mut doc, &e, true),
         }
     } else if provider_config.is_none() {
-        let message = status::missing_provider_config(descriptor, &provider_name);
+        let message = status::missing_provider_config(descriptor, &provider_name).to_string();
         doc["result"] = json!("no-provider-config");
         doc["message"] = json!(message);
         status::reconcile_error(message)

@@ -21,7 +21,7 @@ pub fn bind_address(flag: &str) -> Result<Option<SocketAddr>, Error> {
         port if port.starts_with(':') => format!("0.0.0.0{port}").parse().map(Some),
         addr => addr.parse().map(Some),
     }
-    .map_err(|e| Error::Config(format!("invalid bind address {flag:?}: {e}")))
+    .map_err(|e: std::net::AddrParseError| Error::config(format!("invalid bind address {flag:?}"), Some(e.into())))
 }
 
 /// Whether this replica can serve, and in which state it is (the body of
@@ -100,8 +100,8 @@ pub async fn serve(
     let router = router.with_state(Shared { metrics: state_metrics, health });
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| Error::Config(format!("cannot listen on {addr}: {e}")))?;
-    axum::serve(listener, router).await.map_err(|e| Error::Config(format!("serving on {addr}: {e}")))
+        .map_err(|e| Error::config(format!("cannot listen on {addr}"), Some(e.into())))?;
+    axum::serve(listener, router).await.map_err(|e| Error::config(format!("serving on {addr}"), Some(e.into())))
 }
 
 #[cfg(test)]

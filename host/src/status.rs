@@ -17,6 +17,7 @@ use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, Ser
 use tracing::warn;
 
 use crate::Error;
+use crate::error::Input;
 
 pub const PHASE_PROGRESSING: &str = "Progressing";
 pub const PHASE_TERMINATING: &str = "Terminating";
@@ -119,13 +120,10 @@ pub fn terminating_failed(reason: &str, message: impl Into<String>) -> ServiceSt
     ready_false(PHASE_TERMINATING, reason, message)
 }
 
-/// The message the host shows when the ProviderConfig does not exist.
-pub fn missing_provider_config(descriptor: &Descriptor, name: &str) -> String {
-    format!(
-        "No ProviderConfig found: create the cluster-scoped {} {name:?} ({}) on the platform cluster",
-        descriptor.provider_config.kind,
-        descriptor.provider_config.api_version()
-    )
+/// What the host reports when the ProviderConfig does not exist.
+pub fn missing_provider_config(descriptor: &Descriptor, name: &str) -> Input {
+    let (kind, api_version) = (descriptor.provider_config.kind.clone(), descriptor.provider_config.api_version());
+    Input::NoProviderConfig { kind, api_version, name: name.to_string() }
 }
 
 /// The current time as a Kubernetes timestamp (whole seconds, UTC).

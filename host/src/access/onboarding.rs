@@ -11,7 +11,7 @@ use service_provider_sdk::contract::{KubeconfigRef, PolicyRule};
 use service_provider_sdk::names;
 
 use super::{GROUP, Grant, LABEL_MANAGED_BY, access_request_resource, cluster_request_resource, grant, rules_json};
-use crate::Error;
+use crate::error::{AccessFailure, Error};
 
 /// Onboarding access at start-up: the ClusterRequest and AccessRequest
 /// `<controller>--<local_name>` in the pod namespace; waits for both to be
@@ -41,7 +41,7 @@ pub async fn request_onboarding_access(
         .patch(&name, &params, &Patch::Apply(&cr))
         .await
         .map_err(|e| Error::kube(format!("applying ClusterRequest {pod_namespace}/{name}"), e))?;
-    wait_for_grant(&cr_api, &name, "ClusterRequest", deadline).await?;
+    wait_for_grant(&cr_api, &name, "ClusterRequest", (deadline, timeout)).await?;
 
     let ar_api: Api<DynamicObject> = Api::namespaced_with(platform.clone(), pod_namespace, &access_request_resource());
     let ar = json!({
@@ -56,9 +56,9 @@ pub async fn request_onboarding_access(
         .patch(&name, &params, &Patch::Apply(&ar))
         .await
         .map_err(|e| Error::kube(format!("applying AccessRequest {pod_namespace}/{name}"), e))?;
-    match wait_for_grant(&ar_api, &name, "AccessRequest", deadline).await? {
+    match wait_for_grant(&ar_api, &name, "AccessRequest", (deadline, timeout)).await? {
         at if at.name.is_empty() => {
-            Err(Error::Access(format!("AccessRequest {pod_namespace}/{name} is granted without status.secretRef")))
+            Err(AccessFailure::NoSecretRef { request: format!("AccessRequest {pod_namespace}/{name}") }.into())
         }
         at => Ok(at),
     }
@@ -68,16 +68,26 @@ async fn wait_for_grant(
     api: &Api<DynamicObject>,
     name: &str,
     kind: &str,
-    deadline: Instant,
+    (deadline, timeout): (Instant, Duration),
 ) -> Result<KubeconfigRef, Error> {
     let mut delay = Duration::from_millis(200);
     loop {
         let live = api.get(name).await.map_err(|e| Error::kube(format!("reading {kind} {name}"), e))?;
         match grant(&live) {
             Grant::Granted(at) => return Ok(at),
-            Grant::Denied => return Err(Error::Access(format!("{kind} {name} was denied"))),
+            Grant::Denied => {
+                return Err(AccessFailure::Denied {
+                    what: "onboarding access".into(),
+                    request: format!("{kind} {name}"),
+                }
+                .into());
+            }
             Grant::Pending if Instant::now() >= deadline => {
-                return Err(Error::Timeout(format!("{kind} {name} was not granted in time")));
+                return Err(Error::Timeout {
+                    doing: format!("waiting for {kind} {name} to be granted"),
+                    after: timeout,
+                    last_seen: None,
+                });
             }
             Grant::Pending => {
                 tokio::time::sleep(delay).await;

@@ -15,8 +15,8 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::{FINALIZER, InstanceAccess, access_request_resource, cluster_request_resource};
-use crate::Error;
 use crate::adopt::Adoption;
+use crate::error::{Conflicting, Error};
 use crate::owner::ANNOTATION_INSTANCE;
 use crate::stores::Lookup;
 
@@ -134,7 +134,7 @@ impl Handle {
     }
 
     fn not_ours(&self) -> Error {
-        Error::Conflict(format!("{} already exists but is not managed by this provider", self.what))
+        Error::conflict(&self.what, Conflicting::NotOurs)
     }
 
     /// Creates the request, and its namespace first if that is what the
@@ -209,11 +209,11 @@ pub async fn ensure_access_request(
         }
     }
     let (live, adopted) = match found {
-        Found::Missing => return Err(Error::Conflict(format!("{} vanished while being created", handle.what))),
+        Found::Missing => return Err(Error::conflict(&handle.what, Conflicting::Vanished)),
         Found::Foreign => return Err(handle.not_ours()),
         Found::Predecessor(live) => {
             let by = adoption.consent(&live.metadata);
-            let by = by.map_err(|why| Error::Conflict(format!("{} already exists and {why}", handle.what)))?;
+            let by = by.map_err(|why| Error::conflict(&handle.what, why))?;
             (*live, Some(by))
         }
         Found::Ours(live) => (*live, None),

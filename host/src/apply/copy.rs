@@ -29,8 +29,8 @@ use service_provider_sdk::contract::{Cluster, CopyKind, ObjectCopy};
 use service_provider_sdk::names;
 
 use super::{Change, Existing};
-use crate::Error;
 use crate::adopt::Adoption;
+use crate::error::{Conflicting, Error, Input};
 use crate::grant::Effective;
 use crate::grant::hard::Source;
 use crate::owner::{ANNOTATION_COPY_OF, ANNOTATION_INSTANCE, LABEL_COPY_OF, Owner};
@@ -103,8 +103,9 @@ impl CopyJob<'_> {
     }
 
     fn missing(&self, copy: &ObjectCopy) -> Error {
-        let (kind, ns, name) = (copy.kind(), self.pod_namespace, &copy.source_name);
-        Error::UserInput(format!("{kind} {ns}/{name} does not exist on the platform cluster"))
+        let (kind, namespace, name) =
+            (copy.kind().to_string(), self.pod_namespace.to_string(), copy.source_name.clone());
+        Input::NoSource { kind, namespace, name }.into()
     }
 
     pub(super) fn place(copy: &ObjectCopy) -> String {
@@ -142,7 +143,7 @@ impl CopyJob<'_> {
         }
         match self.adoption.take_over(live, self.owner) {
             Ok(by) => Ok(Holder::Adopted(by)),
-            Err(why) => Err(Error::Conflict(format!("{} already exists and {why}", Self::place(copy)))),
+            Err(why) => Err(Error::conflict(Self::place(copy), why)),
         }
     }
 
@@ -153,10 +154,7 @@ impl CopyJob<'_> {
             (Holder::Adopted(_), _) => Ok(true),
             (_, true) => Ok(false),
             (Holder::Ours, false) => Ok(true),
-            (Holder::Shared, false) => Err(Error::Conflict(format!(
-                "{} is another instance's copy of the same source with different content; its owner updates it",
-                Self::place(copy)
-            ))),
+            (Holder::Shared, false) => Err(Error::conflict(Self::place(copy), Conflicting::SharedCopy)),
         }
     }
 
@@ -189,10 +187,10 @@ impl CopyJob<'_> {
         self.check_source(copy, &source.metadata, source.type_.as_deref(), &keys)?;
         let source_type = source.type_.clone().unwrap_or_else(|| "Opaque".to_string());
         if source_type != required {
-            return Err(Error::UserInput(format!(
-                "Secret {}/{} has type {source_type}, but {required} is required",
-                self.pod_namespace, copy.source_name
-            )));
+            let (namespace, name) = (self.pod_namespace.to_string(), copy.source_name.clone());
+            return Err(
+                Input::SecretType { namespace, name, found: source_type, required: required.to_string() }.into()
+            );
         }
 
         let api = Api::<Secret>::namespaced(self.target.clone(), &copy.target_namespace);
@@ -215,7 +213,7 @@ impl CopyJob<'_> {
             return Ok(Change::Unchanged);
         }
         if !same_type && !matches!(holder, Holder::Ours) {
-            return Err(Error::Conflict(format!("{place} has another type than its source; remove it")));
+            return Err(Error::conflict(place, Conflicting::OtherType));
         }
         if !same_type {
             // The type of a Secret is immutable: delete ours, then create

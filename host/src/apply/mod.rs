@@ -231,7 +231,7 @@ pub async fn apply(
             return Ok(Change::Unchanged);
         }
         let taken = adoption.take_over(&live.metadata, owner);
-        adopted = Some(taken.map_err(|why| Error::Conflict(format!("{place} already exists and {why}")))?);
+        adopted = Some(taken.map_err(|why| Error::conflict(&place, why))?);
     }
     let live = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?;
     if adopted.is_none() && contains(&live, &desired) {

@@ -26,7 +26,7 @@ use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tokio::sync::Notify;
 use tower::util::{MapRequestLayer, MapResponseLayer};
 
-use crate::Error;
+use crate::error::{AccessFailure, Cause, Error};
 use crate::metrics::Metrics;
 
 /// Counts one request under `cluster`.
@@ -81,9 +81,10 @@ pub async fn client_from_kubeconfig(yaml: &str, cluster: Cluster, metrics: &Arc<
 
 fn sanitized(yaml: &str, cluster: Cluster) -> Result<Kubeconfig, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml)
-        .map_err(|e| Error::Access(format!("the {cluster} kubeconfig is not valid: {e}")))?;
-    kubeconfig::sanitize(&kubeconfig)
-        .map_err(|reason| Error::Access(format!("the {cluster} kubeconfig is refused: {reason}")))
+        .map_err(|source| AccessFailure::InvalidKubeconfig { cluster: cluster.to_string(), source })?;
+    kubeconfig::sanitize(&kubeconfig).map_err(|reason| {
+        AccessFailure::RefusedKubeconfig { cluster: cluster.to_string(), reason: reason.to_string() }.into()
+    })
 }
 
 /// A client from a kubeconfig file the operator gave (the development
@@ -94,7 +95,7 @@ pub async fn client_from_operator_kubeconfig(
     metrics: &Arc<Metrics>,
 ) -> Result<Client, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml)
-        .map_err(|e| Error::Access(format!("the {cluster} kubeconfig is not valid: {e}")))?;
+        .map_err(|source| AccessFailure::InvalidKubeconfig { cluster: cluster.to_string(), source })?;
     from_kubeconfig(kubeconfig, cluster, metrics, None).await
 }
 
@@ -111,16 +112,18 @@ async fn from_kubeconfig(
 }
 
 /// A kubeconfig that parsed but cannot make a client.
-fn unusable(cluster: Cluster, error: impl std::fmt::Display) -> Error {
-    Error::Access(format!("the {cluster} kubeconfig cannot be used: {error}"))
+fn unusable(cluster: Cluster, error: impl Into<Cause>) -> Error {
+    AccessFailure::Unusable { cluster: cluster.to_string(), source: error.into() }.into()
 }
 
 /// The platform cluster: in-cluster config, or `KUBECONFIG` / `~/.kube/config`.
 pub async fn platform_client(metrics: &Arc<Metrics>) -> Result<Client, Error> {
-    let config = Config::infer()
-        .await
-        .map_err(|e| Error::Access(format!("no platform cluster configuration (in-cluster or KUBECONFIG): {e}")))?;
+    let config = Config::infer().await.map_err(AccessFailure::NoPlatform)?;
     client(config, Cluster::Platform, metrics)
+}
+
+fn secret_key(at: &KubeconfigRef, problem: &'static str) -> AccessFailure {
+    AccessFailure::SecretKey { namespace: at.namespace.clone(), name: at.name.clone(), key: at.key.clone(), problem }
 }
 
 /// Reads the kubeconfig text out of a Secret.
@@ -130,12 +133,8 @@ pub async fn read_kubeconfig(platform: &Client, at: &KubeconfigRef) -> Result<(S
         .await
         .map_err(|e| Error::kube(format!("reading kubeconfig Secret {}/{}", at.namespace, at.name), e))?;
     let version = secret.metadata.resource_version.clone();
-    let bytes = secret
-        .data
-        .and_then(|mut d| d.remove(&at.key))
-        .ok_or_else(|| Error::Access(format!("Secret {}/{} has no key {:?}", at.namespace, at.name, at.key)))?;
-    let text = String::from_utf8(bytes.0)
-        .map_err(|_| Error::Access(format!("Secret {}/{} key {:?} is not UTF-8", at.namespace, at.name, at.key)))?;
+    let bytes = secret.data.and_then(|mut d| d.remove(&at.key)).ok_or_else(|| secret_key(at, "is missing"))?;
+    let text = String::from_utf8(bytes.0).map_err(|_| secret_key(at, "is not UTF-8"))?;
     Ok((text, version))
 }
 

@@ -198,7 +198,7 @@ pub async fn init_with(
 ) -> Result<(), Error> {
     let descriptor = planner.descriptor();
     let onboarding = onboarding_client(&platform, settings, descriptor, Onboard::Init, metrics).await?;
-    let adoption = crate::adopt::Adoption::new(&settings.adopt_from).map_err(Error::Config)?;
+    let adoption = crate::adopt::Adoption::new(&settings.adopt_from).map_err(|what| Error::config(what, None))?;
     let field_manager = settings.field_manager();
     init::install_crds(descriptor, &planner.granted, &platform, &onboarding, &field_manager, &adoption).await?;
     if !options.register_service_kind {

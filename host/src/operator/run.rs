@@ -11,6 +11,7 @@ use tracing::{info, warn};
 
 use super::{Endpoints, Settings, context, onboarding, probe};
 use crate::clusters::onboarding::Onboarding;
+use crate::error::Leadership;
 use crate::metrics::Metrics;
 use crate::plan::{Planner, kinds};
 use crate::server::{self, Health};
@@ -102,7 +103,7 @@ pub async fn run(
             loop {
                 tokio::select! {
                     became = leader.wait_for(|is_leader| *is_leader) => {
-                        became.map_err(|_| Error::LeaderElection("it stopped".into()))?;
+                        became.map_err(|_| Leadership::Stopped)?;
                         break;
                     }
                     text = onboarding.changed(&platform, |why| health.not_ready(why)) => {
@@ -161,7 +162,7 @@ pub async fn run(
     match stop {
         Stop::LostLease => {
             warn!("lost the leader lease");
-            Err(Error::LeaderElection("lost the leader lease".into()))
+            Err(Leadership::Lost.into())
         }
         _ => Ok(()),
     }
@@ -183,7 +184,7 @@ async fn lease(
         .with_grace(5)
         .build()
         .await
-        .map_err(|e| Error::LeaderElection(format!("setting it up: {e}")))?;
+        .map_err(Leadership::SetUp)?;
     Ok(manager.watch().await)
 }
 

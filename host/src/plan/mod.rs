@@ -19,8 +19,25 @@ pub use check::{check_plan, check_ref, check_teardown, manifest};
 
 use crate::Error;
 use crate::grant::Effective;
+use crate::metrics::LabelValue;
 use crate::resource::group_of;
 use crate::sandbox::Plugin;
+
+/// The plugin calls of a reconcile, as the call-duration metric names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    Plan,
+    Cleanup,
+}
+
+impl LabelValue for Call {
+    fn label(self) -> &'static str {
+        match self {
+            Call::Plan => "plan",
+            Call::Cleanup => "cleanup",
+        }
+    }
+}
 
 /// A plugin together with what the operator granted it: what the host
 /// calls for plans it can trust.

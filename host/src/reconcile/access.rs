@@ -8,8 +8,8 @@ use tracing::warn;
 
 use super::context::Memo;
 use super::{Context, InstanceKey};
-use crate::Error;
 use crate::access::{self, Grant, InstanceAccess, Target};
+use crate::error::{AccessFailure, Error};
 use crate::instance::Instance;
 use crate::plan::kinds;
 use crate::stores::Lookup;
@@ -108,7 +108,8 @@ pub(super) async fn obtain(
     if request.target == Target::Workload {
         let cluster_request = access::ensure_cluster_request(&ctx.platform, request, &ctx.field_manager).await?;
         if access::grant(&cluster_request) == Grant::Denied {
-            return Err(Error::Access(format!("the workload cluster was denied: ClusterRequest {place}")));
+            let request = format!("ClusterRequest {place}");
+            return Err(AccessFailure::Denied { what: "the workload cluster".into(), request }.into());
         }
     }
     let cached = ctx.stores().our_access_request(request.tenant_namespace, &request.name());
@@ -126,7 +127,10 @@ pub(super) async fn obtain(
     };
     match grant {
         Grant::Granted(at) => Ok(Obtained::Granted(at)),
-        Grant::Denied => Err(Error::Access(format!("{what} access was denied: AccessRequest {place}"))),
+        Grant::Denied => {
+            Err(AccessFailure::Denied { what: format!("{what} access"), request: format!("AccessRequest {place}") }
+                .into())
+        }
         Grant::Pending => {
             let message = format!("Waiting for {what} access (AccessRequest {place})");
             Ok(Obtained::Waiting { message, just_requested })

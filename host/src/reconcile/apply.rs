@@ -32,7 +32,7 @@ pub(super) async fn apply_instance(
     let instance = Instance::from_object(&raw)?;
     let result = match provider_config {
         Some(provider_config) => apply_with_config(object, &raw, &instance, provider_config, ctx).await,
-        None => Err(Error::UserInput(status::missing_provider_config(ctx.descriptor(), &ctx.provider_name))),
+        None => Err(status::missing_provider_config(ctx.descriptor(), &ctx.provider_name).into()),
     };
     match result {
         Ok(done) => Ok(done),
@@ -108,13 +108,15 @@ async fn apply_with_config(
     let observed = gather::observe(&reach, &ctx.stores(), granted, &context, call, limit, &mut fetched).await?;
     let input = gather::input(raw, Some(provider_config), context, observed);
 
-    let plan = match timed(ctx, "plan", plan::reconcile(&ctx.planner, &input)).await? {
+    let plan = match timed(ctx, plan::Call::Plan, plan::reconcile(&ctx.planner, &input)).await? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
             ctx.status.write(object, &status::reconcile_error(&i.message), status::Severity::Warning).await?;
             return Ok((Outcome::InvalidInput, requeue(i.requeue_after_seconds)));
         }
-        Err(PlanError::Transient(message)) => return Err(Error::PluginTransient(message)),
+        Err(PlanError::Transient(message)) => {
+            return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message });
+        }
     };
 
     // Record the sources first: if a copy fails because its source is

@@ -116,8 +116,10 @@ async fn cleanup_steps(
     let input = gather::input(raw, provider_config, context, observed);
     let owner = instance.owner(&ctx.provider_name);
 
-    let teardown = match timed(ctx, "cleanup", plan::cleanup(&ctx.planner, &input)).await? {
-        Err(e) => return Err(Error::PluginTransient(e.to_string())),
+    let teardown = match timed(ctx, plan::Call::Cleanup, plan::cleanup(&ctx.planner, &input)).await? {
+        Err(e) => {
+            return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message: e.to_string() });
+        }
         Ok(CleanupPlan::Blocked(blocked)) => {
             // Until the next round, watch what it observed on the tenant's
             // clusters instead of reading it again.

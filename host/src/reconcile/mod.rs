@@ -31,6 +31,8 @@ pub use context::{Context, InstanceKey};
 
 use crate::Error;
 use crate::error::report;
+use crate::metrics::LabelValue;
+use crate::plan;
 use crate::stores::Lookup;
 
 /// The openmcp operation annotation and its values.
@@ -61,15 +63,26 @@ pub enum Outcome {
     Deleted,
 }
 
-impl Outcome {
-    pub fn label(self) -> &'static str {
+/// How a reconcile ended, as the `reconciles` metric counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Done(Outcome),
+    /// A deletion step that must wait (not a failure).
+    Deleting,
+    Failed,
+}
+
+impl LabelValue for Ended {
+    fn label(self) -> &'static str {
         match self {
-            Outcome::Ignored => "ignored",
-            Outcome::FinalizerAdded => "finalizer",
-            Outcome::Waiting => "waiting",
-            Outcome::Applied => "applied",
-            Outcome::InvalidInput => "invalid-input",
-            Outcome::Deleted => "deleted",
+            Ended::Done(Outcome::Ignored) => "ignored",
+            Ended::Done(Outcome::FinalizerAdded) => "finalizer",
+            Ended::Done(Outcome::Waiting) => "waiting",
+            Ended::Done(Outcome::Applied) => "applied",
+            Ended::Done(Outcome::InvalidInput) => "invalid-input",
+            Ended::Done(Outcome::Deleted) => "deleted",
+            Ended::Deleting => "deleting",
+            Ended::Failed => "error",
         }
     }
 }
@@ -88,17 +101,17 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     // every other instance, goes on.
     let result = match AssertUnwindSafe(reconcile_instance(object, &ctx)).catch_unwind().await {
         Ok(result) => result,
-        Err(panic) => Err(Error::Panic(panic_message(panic.as_ref()))),
+        Err(panic) => Err(Error::Panic { message: panic_message(panic.as_ref()) }),
     };
-    let label = match &result {
-        Ok((outcome, _)) => outcome.label(),
-        Err(e) if e.not_yet().is_some() => "deleting",
+    let ended = match &result {
+        Ok((outcome, _)) => Ended::Done(*outcome),
+        Err(e) if e.not_yet().is_some() => Ended::Deleting,
         Err(e) => {
-            ctx.metrics.failed(e.category().label());
-            "error"
+            ctx.metrics.failed(e.category());
+            Ended::Failed
         }
     };
-    ctx.metrics.reconciled(label, started.elapsed());
+    ctx.metrics.reconciled(ended, started.elapsed());
     if result.is_ok() {
         ctx.instances.succeeded(&key);
     }
@@ -221,9 +234,9 @@ pub async fn read_provider_config(ctx: &Context) -> Result<Option<Value>, Error>
 }
 
 /// Awaits a plugin call and records how long it took.
-async fn timed<R>(ctx: &Context, call: &'static str, future: impl Future<Output = R>) -> R {
+async fn timed<R>(ctx: &Context, call: plan::Call, future: impl Future<Output = R>) -> R {
     let started = Instant::now();
-    let result = future.instrument(tracing::debug_span!("plugin", call)).await;
+    let result = future.instrument(tracing::debug_span!("plugin", call = call.label())).await;
     ctx.metrics.plugin_call(call, started.elapsed());
     result
 }

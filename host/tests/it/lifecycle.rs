@@ -496,7 +496,7 @@ async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
     };
     assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
     // The plugin asks to be looked at again every 10 s.
-    let rounds = || f.metrics.reconciles("deleting");
+    let rounds = || f.metrics.reconciles(reconcile::Ended::Deleting);
     let next_round = |after: u64| async move {
         eventually("a blocked round", WAIT, || async { (rounds() > after).then_some(()) }).await;
     };
