@@ -3,15 +3,16 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use kube::Client;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use serde_json::Value;
-use service_provider_sdk::contract::{Cluster, ObjectCopy, PlanError};
+use service_provider_sdk::contract::{Cluster, Input, KubeconfigRef, ObjectCopy, PlanError};
 use tracing::info;
 
 use super::access::{Obtained, check_kinds, client_for, instance_access, obtain};
 use super::context::Memo;
-use super::{Context, DEFAULT_POLL, Outcome, WAIT, key_of, requeue, timed};
+use super::{Context, DEFAULT_POLL, InstanceKey, Outcome, WAIT, key_of, requeue, timed};
 use crate::access::Target;
 use crate::apply::{self, Change, CopyJob, Scope, Sources};
 use crate::error::report;
@@ -48,6 +49,7 @@ pub(super) async fn apply_instance(
     }
 }
 
+/// The apply path as a list of steps.
 async fn apply_with_config(
     object: &DynamicObject,
     raw: &Value,
@@ -55,8 +57,54 @@ async fn apply_with_config(
     provider_config: &Value,
     ctx: &Context,
 ) -> Result<(Outcome, Action), Error> {
-    let tenant = instance.tenant_namespace();
     let key = key_of(object);
+    let Some(granted) = obtain_access(ctx, object, &key, instance).await? else {
+        return Ok((Outcome::Waiting, Action::requeue(WAIT)));
+    };
+    let (cp, wl) = connect(ctx, &key, &granted).await?;
+    let reach =
+        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
+    let (input, fetched) = observe(ctx, raw, instance, provider_config, granted, &reach).await?;
+    let plan = match timed(ctx, plan::Call::Plan, plan::reconcile(&ctx.planner, &input)).await? {
+        Ok(plan) => plan,
+        Err(PlanError::InvalidInput(i)) => {
+            ctx.status.write(object, &status::reconcile_error(&i.message), status::Severity::Warning).await?;
+            return Ok((Outcome::InvalidInput, requeue(i.requeue_after_seconds)));
+        }
+        Err(PlanError::Transient(message)) => {
+            return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message });
+        }
+    };
+    // Record the sources first: if a copy fails because its source is
+    // missing, creating that Secret must re-trigger this instance.
+    ctx.instances
+        .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
+    let Written { writes, adopted, retired } = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
+    report_adopted(ctx, object, &adopted).await;
+    report_retired(ctx, object, &retired).await;
+    let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
+    if writes + pruned > 0 {
+        info!(writes, pruned, "applied");
+    }
+    ctx.status.write(object, &plan.status, status::Severity::Normal).await?;
+    Ok((Outcome::Applied, requeue(plan.requeue_after_seconds)))
+}
+
+/// The kubeconfigs granted for the instance's tenant clusters.
+struct Granted {
+    control_plane: KubeconfigRef,
+    workload: Option<KubeconfigRef>,
+}
+
+/// Step: cluster access to every tenant cluster of the instance, or `None`
+/// while a grant is pending.
+async fn obtain_access(
+    ctx: &Context,
+    object: &DynamicObject,
+    key: &InstanceKey,
+    instance: &Instance,
+) -> Result<Option<Granted>, Error> {
+    let tenant = instance.tenant_namespace();
     let mut targets = vec![Target::ControlPlane];
     if ctx.granted().workload_cluster {
         targets.push(Target::Workload);
@@ -77,61 +125,57 @@ async fn apply_with_config(
                 // (From the first request: one recreated again and again
                 // must not keep the status empty.)
                 if just_requested {
-                    ctx.instances.record_first(&key, Memo::AccessRequested);
+                    ctx.instances.record_first(key, Memo::AccessRequested);
                 }
                 let fresh = status::ObjectStatus::of(object).is_none()
-                    && ctx.instances.recorded_within(&key, &Memo::AccessRequested, WAIT);
+                    && ctx.instances.recorded_within(key, &Memo::AccessRequested, WAIT);
                 if !fresh {
                     ctx.status.write(object, &status::reconciling(message), status::Severity::Normal).await?;
                 }
-                return Ok((Outcome::Waiting, Action::requeue(WAIT)));
+                return Ok(None);
             }
         }
     }
     let control_plane = granted.remove(0);
-    let workload = granted.pop();
-    let cp = client_for(ctx, &key, &control_plane, Cluster::ControlPlane).await?;
-    let wl = match &workload {
-        Some(at) => Some(client_for(ctx, &key, at, Cluster::Workload).await?),
+    Ok(Some(Granted { control_plane, workload: granted.pop() }))
+}
+
+/// Step: a client for each granted cluster, the plugin's kinds checked on it.
+async fn connect(ctx: &Context, key: &InstanceKey, granted: &Granted) -> Result<(Client, Option<Client>), Error> {
+    let cp = client_for(ctx, key, &granted.control_plane, Cluster::ControlPlane).await?;
+    check_kinds(ctx, key, Cluster::ControlPlane, &cp).await?;
+    let wl = match &granted.workload {
+        Some(at) => Some(client_for(ctx, key, at, Cluster::Workload).await?),
         None => None,
     };
-    check_kinds(ctx, &key, Cluster::ControlPlane, &cp).await?;
     if let Some(wl) = &wl {
-        check_kinds(ctx, &key, Cluster::Workload, wl).await?;
+        check_kinds(ctx, key, Cluster::Workload, wl).await?;
     }
-    let context = gather::context(instance, &ctx.provider_name, &ctx.pod_namespace, Some(control_plane), workload);
-    let reach =
-        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
+    Ok((cp, wl))
+}
+
+/// Step: the plugin's input (and what was read for it, which the copies
+/// reuse).
+async fn observe(
+    ctx: &Context,
+    raw: &Value,
+    instance: &Instance,
+    provider_config: &Value,
+    granted: Granted,
+    reach: &Reach<'_>,
+) -> Result<(Input, gather::Fetched), Error> {
+    let context = gather::context(
+        instance,
+        &ctx.provider_name,
+        &ctx.pod_namespace,
+        Some(granted.control_plane),
+        granted.workload,
+    );
     let mut fetched = gather::Fetched::default();
-    let (granted, limit) = (ctx.granted(), ctx.planner.plugin.input_limit());
-    let call = gather::Call::Plan;
-    let observed = gather::observe(&reach, &ctx.stores(), granted, &context, call, limit, &mut fetched).await?;
-    let input = gather::input(raw, Some(provider_config), context, observed);
-
-    let plan = match timed(ctx, plan::Call::Plan, plan::reconcile(&ctx.planner, &input)).await? {
-        Ok(plan) => plan,
-        Err(PlanError::InvalidInput(i)) => {
-            ctx.status.write(object, &status::reconcile_error(&i.message), status::Severity::Warning).await?;
-            return Ok((Outcome::InvalidInput, requeue(i.requeue_after_seconds)));
-        }
-        Err(PlanError::Transient(message)) => {
-            return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message });
-        }
-    };
-
-    // Record the sources first: if a copy fails because its source is
-    // missing, creating that Secret must re-trigger this instance.
-    ctx.instances
-        .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
-    let Written { writes, adopted, retired } = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
-    report_adopted(ctx, object, &adopted).await;
-    report_retired(ctx, object, &retired).await;
-    let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
-    if writes + pruned > 0 {
-        info!(writes, pruned, "applied");
-    }
-    ctx.status.write(object, &plan.status, status::Severity::Normal).await?;
-    Ok((Outcome::Applied, requeue(plan.requeue_after_seconds)))
+    let (grant, limit) = (ctx.granted(), ctx.planner.plugin.input_limit());
+    let observed =
+        gather::observe(reach, &ctx.stores(), grant, &context, gather::Call::Plan, limit, &mut fetched).await?;
+    Ok((gather::input(raw, Some(provider_config), context, observed), fetched))
 }
 
 /// Says what was taken over (`--adopt-from`): a log line, the metric and

@@ -9,7 +9,7 @@ use kube::Client;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use service_provider_sdk::contract::{
-    CleanupPlan, Cluster, Detail, KubeconfigRef, ObjectRef, Observation, ServiceStatus,
+    Blocked, CleanupPlan, Cluster, Detail, Input, KubeconfigRef, ObjectRef, Observation, ServiceStatus, Teardown,
 };
 use tracing::{info, warn};
 
@@ -20,6 +20,7 @@ use crate::access::{self, InstanceAccess, Target};
 use crate::apply::{self, Scope};
 use crate::error::report;
 use crate::instance::{Instance, Reach, scope_namespace};
+use crate::owner::Owner;
 use crate::plan::{self, Inventory};
 use crate::stores::Lookup;
 use crate::stores::blockers::Wanted;
@@ -50,6 +51,8 @@ pub(super) async fn cleanup_instance(
     }
 }
 
+/// Deletion as a list of steps; each returns "not yet" (or fails) to end
+/// this round early.
 async fn cleanup_steps(
     object: &DynamicObject,
     raw: &Value,
@@ -57,170 +60,248 @@ async fn cleanup_steps(
     provider_config: Option<&Value>,
     ctx: &Context,
 ) -> Result<(), Error> {
-    let tenant = instance.tenant_namespace();
-    let control_plane_request = instance_access(ctx, instance, &tenant, Target::ControlPlane);
-    let workload_request = instance_access(ctx, instance, &tenant, Target::Workload);
-    let workload_cluster = ctx.granted().workload_cluster;
-    // Access only while an AccessRequest is alive and granted: if it is
-    // gone, the platform side is still cleaned up.
     let key = key_of(object);
-    let cp_request = current_request(ctx, &control_plane_request).await?;
-    let wl_request = match workload_cluster {
-        true => current_request(ctx, &workload_request).await?,
-        false => Lookup::Absent,
-    };
-    let cp = remaining_access(ctx, &key, &control_plane_request, &cp_request, Cluster::ControlPlane).await?;
-    let wl = match workload_cluster {
-        true => remaining_access(ctx, &key, &workload_request, &wl_request, Cluster::Workload).await?,
-        false => None,
-    };
-    // ... and only while the cluster answers (see `answering`).
-    let (cp, cp_gone) = answering(ctx, object, &key, Cluster::ControlPlane, cp).await?;
-    let (wl, wl_gone) = answering(ctx, object, &key, Cluster::Workload, wl).await?;
-    for (cluster, access) in [(Cluster::ControlPlane, &cp), (Cluster::Workload, &wl)] {
-        if let Some((_, client)) = access {
-            check_kinds(ctx, &key, cluster, client).await?;
-        }
-    }
-    let context = gather::context(
-        instance,
-        &ctx.provider_name,
-        &ctx.pod_namespace,
-        cp.as_ref().map(|(at, _)| at.clone()),
-        wl.as_ref().map(|(at, _)| at.clone()),
-    );
-    let reach = Reach {
-        platform: &ctx.platform,
-        onboarding: &ctx.onboarding,
-        control_plane: cp.as_ref().map(|(_, c)| c),
-        workload: wl.as_ref().map(|(_, c)| c),
-    };
-    let mut fetched = gather::Fetched::default();
-    let observations = &ctx.granted().observations;
-    // Whose credentials a tenant cluster is watched with (see `blockers`).
-    let identity = |cluster: Cluster| {
-        let access = match cluster {
-            Cluster::ControlPlane => cp.as_ref(),
-            Cluster::Workload => wl.as_ref(),
-            Cluster::Platform | Cluster::Onboarding => None,
-        };
-        access.map(|(at, _)| format!("{cluster} {}/{}", at.namespace, at.name))
-    };
-    let watched = |o: &Observation| {
-        let packed = ctx.blockers.objects(&key, &o.id, &identity(o.cluster)?)?;
-        packed.iter().map(|p| p.value().ok()).collect::<Option<Vec<_>>>()
-    };
-    let (granted, limit) = (ctx.granted(), ctx.planner.plugin.input_limit());
-    let call = gather::Call::Cleanup { watched: &watched };
-    let observed = gather::observe(&reach, &ctx.stores(), granted, &context, call, limit, &mut fetched).await?;
-    let input = gather::input(raw, provider_config, context, observed);
-    let owner = instance.owner(&ctx.provider_name);
-
+    let tenant = instance.tenant_namespace();
+    let held = hold_access(ctx, object, &key, instance, &tenant).await?;
+    let reach = held.reach(ctx);
+    let input = observe(ctx, &key, raw, instance, provider_config, &held, &reach).await?;
     let teardown = match timed(ctx, plan::Call::Cleanup, plan::cleanup(&ctx.planner, &input)).await? {
         Err(e) => {
             return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message: e.to_string() });
         }
         Ok(CleanupPlan::Blocked(blocked)) => {
-            // Until the next round, watch what it observed on the tenant's
-            // clusters instead of reading it again.
-            let wanted = gather::observations(observations, call)
-                .filter_map(|o| {
-                    let identity = identity(o.cluster)?;
-                    Some(Wanted {
-                        id: o.id.clone(),
-                        client: reach.client(o.cluster)?.clone(),
-                        resource: resource::of_kind(&o.api),
-                        namespace: scope_namespace(&o.scope, &input.context).map(str::to_string),
-                        name: o.name.clone(),
-                        metadata_only: o.detail == Detail::Metadata,
-                        identity,
-                    })
-                })
-                .collect();
-            ctx.blockers.keep(&key, wanted);
-            let desired = ServiceStatus { resources: blocked.resources, ..status::terminating(&blocked.message) };
-            ctx.status.write(object, &desired, status::Severity::Normal).await?;
-            return Err(not_yet(blocked.message, Duration::from_secs(u64::from(blocked.requeue_after_seconds.max(1)))));
+            return wait_for_blockers(ctx, object, &key, &held, &reach, &input, blocked).await;
         }
-        Ok(CleanupPlan::Teardown(teardown)) => {
-            ctx.blockers.forget(&key);
-            teardown
-        }
+        Ok(CleanupPlan::Teardown(teardown)) => teardown,
     };
+    ctx.blockers.forget(&key);
     let in_progress =
         ServiceStatus { resources: teardown.resources.clone(), ..status::terminating("Cleanup in progress") };
     ctx.status.write(object, &in_progress, status::Severity::Normal).await?;
+    held.revoke_lost(ctx).await?;
+    let owner = instance.owner(&ctx.provider_name);
+    tear_down(ctx, &key, &reach, &teardown, &owner).await?;
+    prune_the_rest(ctx, &key, &reach, &input.context, &owner).await?;
+    held.revoke_all(ctx).await?;
+    held.forget_clients(ctx);
+    ctx.instances.forget(&key);
+    info!("cleanup complete");
+    Ok(())
+}
 
-    // Access to a cluster that is gone is revoked first: nothing can act on
-    // that cluster any more, and whatever still holds on to the access to
-    // finish its own work there (a finalizer, say) can only give up once the
-    // access is gone. So is an access whose revocation has begun (it counts
-    // as gone for the plugin anyway).
-    let mut accesses = vec![(cp_gone, &control_plane_request, &cp_request)];
-    if workload_cluster {
-        accesses.push((wl_gone, &workload_request, &wl_request));
+/// One tenant cluster's access as deletion finds it.
+struct Held<'a> {
+    cluster: Cluster,
+    request: InstanceAccess<'a>,
+    /// The AccessRequest as last seen.
+    known: Lookup,
+    /// The kubeconfig and a client, while granted and answering.
+    access: Option<(KubeconfigRef, Client)>,
+    /// The cluster stopped answering past the grace (see [`answering`]).
+    lost: bool,
+}
+
+/// The access of every tenant cluster the instance may have.
+struct Access<'a>(Vec<Held<'a>>);
+
+/// Step: access only while an AccessRequest is alive and granted (if it is
+/// gone, the platform side is still cleaned up), and only while the
+/// cluster answers; the plugin's kinds checked on each.
+async fn hold_access<'a>(
+    ctx: &'a Context,
+    object: &DynamicObject,
+    key: &InstanceKey,
+    instance: &'a Instance,
+    tenant: &'a str,
+) -> Result<Access<'a>, Error> {
+    let mut held = Vec::new();
+    for (cluster, target) in [(Cluster::ControlPlane, Target::ControlPlane), (Cluster::Workload, Target::Workload)] {
+        if target == Target::Workload && !ctx.granted().workload_cluster {
+            continue;
+        }
+        let request = instance_access(ctx, instance, tenant, target);
+        let known = current_request(ctx, &request).await?;
+        let access = remaining_access(ctx, key, &request, &known, cluster).await?;
+        let (access, lost) = answering(ctx, object, key, cluster, access).await?;
+        if let Some((_, client)) = &access {
+            check_kinds(ctx, key, cluster, client).await?;
+        }
+        held.push(Held { cluster, request, known, access, lost });
     }
-    for (gone, request, known) in accesses {
-        let being_revoked = known.clone().found().is_some_and(|ar| ar.metadata.deletion_timestamp.is_some());
-        if gone || being_revoked {
-            revoke(ctx, request, known.clone()).await?;
+    Ok(Access(held))
+}
+
+impl Access<'_> {
+    fn access(&self, cluster: Cluster) -> Option<&(KubeconfigRef, Client)> {
+        self.0.iter().find(|h| h.cluster == cluster)?.access.as_ref()
+    }
+
+    fn reach<'c>(&'c self, ctx: &'c Context) -> Reach<'c> {
+        Reach {
+            platform: &ctx.platform,
+            onboarding: &ctx.onboarding,
+            control_plane: self.access(Cluster::ControlPlane).map(|(_, c)| c),
+            workload: self.access(Cluster::Workload).map(|(_, c)| c),
         }
     }
-    // The plugin's order first, each object gone before the next, ...
+
+    /// Whose credentials a tenant cluster is watched with (see `blockers`).
+    fn identity(&self, cluster: Cluster) -> Option<String> {
+        self.access(cluster).map(|(at, _)| format!("{cluster} {}/{}", at.namespace, at.name))
+    }
+
+    /// Step: access to a cluster that is gone is revoked first: nothing can
+    /// act on that cluster any more, and whatever still holds on to the
+    /// access to finish its own work there (a finalizer, say) can only give
+    /// up once the access is gone. So is an access whose revocation has
+    /// begun (it counts as gone for the plugin anyway).
+    async fn revoke_lost(&self, ctx: &Context) -> Result<(), Error> {
+        for held in &self.0 {
+            let being_revoked = held.known.clone().found().is_some_and(|ar| ar.metadata.deletion_timestamp.is_some());
+            if held.lost || being_revoked {
+                revoke(ctx, &held.request, held.known.clone()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Step, the last: the instance's cluster access.
+    async fn revoke_all(&self, ctx: &Context) -> Result<(), Error> {
+        for held in &self.0 {
+            revoke(ctx, &held.request, held.known.clone()).await?;
+        }
+        Ok(())
+    }
+
+    fn forget_clients(&self, ctx: &Context) {
+        for (at, _) in self.0.iter().filter_map(|h| h.access.as_ref()) {
+            ctx.clients.forget(at);
+        }
+    }
+}
+
+/// Step: the plugin's input, with what a blocked deletion watches answered
+/// from the watches instead of read again.
+async fn observe(
+    ctx: &Context,
+    key: &InstanceKey,
+    raw: &Value,
+    instance: &Instance,
+    provider_config: Option<&Value>,
+    held: &Access<'_>,
+    reach: &Reach<'_>,
+) -> Result<Input, Error> {
+    let at = |cluster| held.access(cluster).map(|(at, _)| at.clone());
+    let context = gather::context(
+        instance,
+        &ctx.provider_name,
+        &ctx.pod_namespace,
+        at(Cluster::ControlPlane),
+        at(Cluster::Workload),
+    );
+    let watched = |o: &Observation| {
+        let packed = ctx.blockers.objects(key, &o.id, &held.identity(o.cluster)?)?;
+        packed.iter().map(|p| p.value().ok()).collect::<Option<Vec<_>>>()
+    };
+    let (granted, limit) = (ctx.granted(), ctx.planner.plugin.input_limit());
+    let call = gather::Call::Cleanup { watched: &watched };
+    let mut fetched = gather::Fetched::default();
+    let observed = gather::observe(reach, &ctx.stores(), granted, &context, call, limit, &mut fetched).await?;
+    Ok(gather::input(raw, provider_config, context, observed))
+}
+
+/// Step, when the plugin blocks the deletion: until the next round, watch
+/// what it observed on the tenant's clusters instead of reading it again;
+/// say why in the status; look again when the plugin asked.
+async fn wait_for_blockers(
+    ctx: &Context,
+    object: &DynamicObject,
+    key: &InstanceKey,
+    held: &Access<'_>,
+    reach: &Reach<'_>,
+    input: &Input,
+    blocked: Blocked,
+) -> Result<(), Error> {
+    let call = gather::Call::Cleanup { watched: &|_| None };
+    let wanted = gather::observations(&ctx.granted().observations, call)
+        .filter_map(|o| {
+            Some(Wanted {
+                id: o.id.clone(),
+                client: reach.client(o.cluster)?.clone(),
+                resource: resource::of_kind(&o.api),
+                namespace: scope_namespace(&o.scope, &input.context).map(str::to_string),
+                name: o.name.clone(),
+                metadata_only: o.detail == Detail::Metadata,
+                identity: held.identity(o.cluster)?,
+            })
+        })
+        .collect();
+    ctx.blockers.keep(key, wanted);
+    let desired = ServiceStatus { resources: blocked.resources, ..status::terminating(&blocked.message) };
+    ctx.status.write(object, &desired, status::Severity::Normal).await?;
+    Err(not_yet(blocked.message, Duration::from_secs(u64::from(blocked.requeue_after_seconds.max(1)))))
+}
+
+/// What one round found gone is not looked at again in the next (for a
+/// ControlPlane object that would be a read per round).
+fn gone(target: &ObjectRef) -> Memo {
+    let place = target.namespace.as_ref().map_or(target.name.clone(), |ns| format!("{ns}/{}", target.name));
+    Memo::Gone { cluster: target.cluster, what: format!("{} {place}", target.kind) }
+}
+
+/// Step: the plugin's order first, each object gone before the next; then
+/// the copies (nothing waits on them).
+async fn tear_down(
+    ctx: &Context,
+    key: &InstanceKey,
+    reach: &Reach<'_>,
+    teardown: &Teardown,
+    owner: &Owner,
+) -> Result<(), Error> {
     let stores = ctx.stores();
     let cached = |target: &ObjectRef| match target.cluster {
         Cluster::Platform => stores.ours(&target.api_version, &target.kind, target.namespace.as_deref(), &target.name),
         _ => Lookup::Unknown,
     };
-    // What one round found gone is not looked at again in the next (for a
-    // ControlPlane object that would be a read per round).
-    let gone = |target: &ObjectRef| {
-        let place = target.namespace.as_ref().map_or(target.name.clone(), |ns| format!("{ns}/{}", target.name));
-        Memo::Gone { cluster: target.cluster, what: format!("{} {place}", target.kind) }
-    };
     for target in &teardown.objects {
         let Some(client) = reach.client(target.cluster) else { continue };
-        if ctx.instances.is_verified(&key, &gone(target)) {
+        if ctx.instances.is_verified(key, &gone(target)) {
             continue;
         }
-        if !apply::delete(client, target, cached(target), &owner).await? {
+        if !apply::delete(client, target, cached(target), owner).await? {
             return Err(not_yet(format!("waiting for {} {} to be deleted", target.kind, target.name), WAIT));
         }
-        ctx.instances.set_verified(&key, gone(target));
+        ctx.instances.set_verified(key, gone(target));
     }
-    // ... then the copies (nothing waits on them) and anything else the
-    // instance owns (listed from the API servers: the last word before the
-    // finalizer goes, also on what a store may not have seen yet), ...
     for target in &teardown.copies {
         if let Some(client) = reach.client(target.cluster)
-            && !ctx.instances.is_verified(&key, &gone(target))
+            && !ctx.instances.is_verified(key, &gone(target))
         {
-            apply::delete(client, target, cached(target), &owner).await?;
-            ctx.instances.set_verified(&key, gone(target));
+            apply::delete(client, target, cached(target), owner).await?;
+            ctx.instances.set_verified(key, gone(target));
         }
     }
-    // (Once per deletion: nothing makes new objects for an instance that
-    // is being deleted.)
-    if ctx.instances.inventory_changed(&key, &Inventory::new()) {
+    Ok(())
+}
+
+/// Step: anything else the instance owns, listed from the API servers (the
+/// last word before the finalizer goes, also on what a store may not have
+/// seen yet). Once per deletion: nothing makes new objects for an instance
+/// that is being deleted.
+async fn prune_the_rest(
+    ctx: &Context,
+    key: &InstanceKey,
+    reach: &Reach<'_>,
+    context: &service_provider_sdk::contract::Context,
+    owner: &Owner,
+) -> Result<(), Error> {
+    if ctx.instances.inventory_changed(key, &Inventory::new()) {
         for (cluster, client) in reach.targets() {
-            let scopes = Scope::writable(ctx.descriptor(), &input.context, cluster);
-            apply::prune(client, cluster, &scopes, &owner, &Inventory::new(), None).await?;
+            let scopes = Scope::writable(ctx.descriptor(), context, cluster);
+            apply::prune(client, cluster, &scopes, owner, &Inventory::new(), None).await?;
         }
-        ctx.instances.pruned(&key, Inventory::new());
+        ctx.instances.pruned(key, Inventory::new());
     }
-    // ... and only then its cluster access.
-    let mut requests = vec![(&control_plane_request, cp_request)];
-    if workload_cluster {
-        requests.push((&workload_request, wl_request));
-    }
-    for (request, known) in requests {
-        revoke(ctx, request, known).await?;
-    }
-    for (at, _) in cp.iter().chain(wl.iter()) {
-        ctx.clients.forget(at);
-    }
-    ctx.instances.forget(&key);
-    info!("cleanup complete");
     Ok(())
 }
 
