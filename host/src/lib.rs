@@ -24,7 +24,8 @@
 //! AccessRequests, [`clusters`] builds and caches clients, [`operator`] and
 //! [`init`] assemble the `run` and `init` commands, [`render`] runs the data
 //! path on files, [`source`] turns `--plugin` (a file, or an OCI reference
-//! pulled, verified and cached by [`oci`]) into component bytes. Leaves that everything may use: [`error`], [`resource`]
+//! pulled, verified and cached by [`oci`]) into component bytes, and [`load`]
+//! compiles them into a plugin with its grant. Leaves that everything may use: [`error`], [`resource`]
 //! (Kubernetes plumbing), [`instance`] (an instance and its reach),
 //! [`owner`] and [`syntax`] (what Kubernetes accepts as a name: the rule
 //! every string meets before it reaches a URL). Dependencies point one
@@ -44,6 +45,7 @@ pub mod gather;
 pub mod grant;
 pub mod init;
 pub mod instance;
+pub mod load;
 pub mod metrics;
 pub mod oci;
 pub mod operator;

@@ -6,19 +6,16 @@
 //! line for a person.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
-use service_provider_host::grant::{Effective, Grant};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::operator::{self, Endpoints, InitOptions, Settings};
 use service_provider_host::plan::Planner;
 use service_provider_host::render::{self, Request};
-use service_provider_host::sandbox::{Limits, PluginError, Sandbox};
-use service_provider_host::source::PluginSource;
-use service_provider_host::{clusters, oci, server};
+use service_provider_host::sandbox::{Limits, Sandbox};
+use service_provider_host::{clusters, load, oci, server};
 
 /// Where the container image puts the plugin.
 const DEFAULT_PLUGIN: &str = "/plugins/provider.wasm";
@@ -256,40 +253,22 @@ struct PluginArgs {
 }
 
 impl PluginArgs {
-    /// Loads the plugin and intersects its requests with the grant; what is
-    /// not granted is logged, one line each.
+    /// Loads the plugin with its grant ([`load::planner`]).
     async fn load(&self) -> anyhow::Result<Planner> {
         let limits = Limits {
             timeout: Duration::from_millis(self.plugin_timeout_ms),
             memory_bytes: self.plugin_memory_mib << 20,
             ..Limits::default()
         };
-        let options = self.registry.options(self.plugin_cache_dir.clone());
-        let source = PluginSource::parse(&self.plugin, &options)?;
-        if let Some(path) = source.file()
-            && !path.is_file()
-        {
-            anyhow::bail!("{}", missing_plugin(path));
-        }
-        let component = source.fetch(&options).await?;
-        let sandbox = Sandbox::new()?;
-        let loaded = sandbox.load(&component.wasm, self.plugin_cache_dir.as_deref(), limits).await;
-        let plugin = match loaded {
-            // The cache cannot be written (a read-only image whose artifacts
-            // were compiled for another CPU): compile in memory instead.
-            Err(PluginError::Cache { path, source }) => {
-                tracing::warn!(cache = %path.display(), error = %source, "the plugin cache is not usable; compiling the plugin in memory");
-                sandbox.load(&component.wasm, None, limits).await
-            }
-            other => other,
-        }
-        .with_context(|| format!("loading plugin {}", component.origin))?;
-        let grant = Grant::load(self.plugin_grant.as_deref())?;
-        let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant)?;
-        for refused in &granted.refused {
-            tracing::warn!(plugin = %plugin.name(), "not granted: {refused}");
-        }
-        Ok(Planner { plugin, granted: Arc::new(granted) })
+        let registry = self.registry.options(self.plugin_cache_dir.clone());
+        let request = load::Load {
+            plugin: &self.plugin,
+            grant: self.plugin_grant.as_deref(),
+            cache_dir: self.plugin_cache_dir.as_deref(),
+            limits,
+            registry: &registry,
+        };
+        Ok(load::planner(request).await?)
     }
 }
 
@@ -336,28 +315,6 @@ struct RenderArgs {
 }
 
 /// Names the plugins next to a missing one (the image has them side by side).
-fn missing_plugin(path: &std::path::Path) -> String {
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    let mut found: Vec<String> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
-                .map(|p| p.display().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    match found.is_empty() {
-        true => format!("plugin {} does not exist; choose one with --plugin or PLUGIN", path.display()),
-        false => format!(
-            "plugin {} does not exist; choose one with --plugin or PLUGIN: {}",
-            path.display(),
-            found.join(", ")
-        ),
-    }
-}
-
 /// A panic prints one line, like any other error, whatever `RUST_BACKTRACE`
 /// says; through the log when logging is set up (a panic inside a
 /// reconcile is caught there and only fails that instance).
@@ -445,47 +402,18 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// Writes to stdout; a reader that went away (`| head`) is not an error.
-fn print(text: &str) -> anyhow::Result<()> {
+fn print(text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
+        other => other,
     }
 }
 
 async fn precompile(args: &PrecompileArgs) -> anyhow::Result<()> {
-    let options = args.registry.options(Some(args.plugin_cache_dir.clone()));
-    let mut files = Vec::new();
-    for text in &args.plugins {
-        let source = PluginSource::parse(text, &options)?;
-        let Some(path) = source.file().map(std::path::Path::to_path_buf) else {
-            files.push(source);
-            continue;
-        };
-        if path.is_dir() {
-            let entries = std::fs::read_dir(&path).with_context(|| format!("reading {}", path.display()))?;
-            let mut wasm: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "wasm"))
-                .collect();
-            wasm.sort();
-            files.extend(wasm.into_iter().map(PluginSource::File));
-        } else {
-            files.push(source);
-        }
-    }
-    anyhow::ensure!(!files.is_empty(), "no plugin components (.wasm) found in the given paths");
-    let sandbox = Sandbox::new()?;
-    for source in files {
-        let started = std::time::Instant::now();
-        let component = source.fetch(&options).await?;
-        let plugin = sandbox
-            .load(&component.wasm, Some(&args.plugin_cache_dir), Limits::default())
-            .await
-            .with_context(|| format!("precompiling plugin {}", component.origin))?;
-        print(&format!("{}: plugin {} compiled in {:?}\n", component.origin, plugin.name(), started.elapsed()))?;
-    }
-    Ok(())
+    let registry = args.registry.options(Some(args.plugin_cache_dir.clone()));
+    let report = |c: load::Compiled| print(&format!("{}: plugin {} compiled in {:?}\n", c.origin, c.name, c.took));
+    Ok(load::precompile(&args.plugins, &args.plugin_cache_dir, &registry, report).await?)
 }
 
 /// Checks that the component is a loadable plugin, pushes it, and prints
@@ -505,7 +433,7 @@ async fn push(args: &PushArgs) -> anyhow::Result<()> {
         plugin.name(),
         published.component
     );
-    print(&format!("{}\n", published.pinned))
+    Ok(print(&format!("{}\n", published.pinned))?)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -1,0 +1,161 @@
+//! The plugin as the commands load it: fetched by [`crate::source`] (a file,
+//! or pulled and verified from a registry), compiled in the [`crate::sandbox`]
+//! with the precompiled cache when there is one, and intersected with the
+//! operator's grant into a [`Planner`]; and `precompile`, which fills that
+//! cache ahead of time.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::grant::{Effective, Grant, GrantError};
+use crate::oci::{self, SourceError};
+use crate::plan::Planner;
+use crate::sandbox::{Limits, PluginError, Sandbox};
+use crate::source::PluginSource;
+
+/// What the `--plugin*` flags say.
+pub struct Load<'a> {
+    /// A component file, or an `oci://` reference.
+    pub plugin: &'a str,
+    /// The operator's grant file (the default grant without one).
+    pub grant: Option<&'a Path>,
+    /// Where precompiled components are kept.
+    pub cache_dir: Option<&'a Path>,
+    pub limits: Limits,
+    pub registry: &'a oci::Options,
+}
+
+/// Why a plugin could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A plugin file that is not there; `found` are the components next to it.
+    #[error("plugin {} does not exist; choose one with --plugin or PLUGIN{}", path.display(), listed(found))]
+    Missing { path: PathBuf, found: Vec<String> },
+    /// The component does not compile or does not describe itself.
+    #[error("{verb} plugin {origin}")]
+    Plugin {
+        verb: &'static str,
+        origin: String,
+        #[source]
+        source: PluginError,
+    },
+    /// The sandbox engine could not be set up.
+    #[error(transparent)]
+    Engine(PluginError),
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    /// `precompile` found nothing to compile.
+    #[error("no plugin components (.wasm) found in the given paths")]
+    Nothing,
+    #[error("reading {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn listed(found: &[String]) -> String {
+    match found {
+        [] => String::new(),
+        found => format!(": {}", found.join(", ")),
+    }
+}
+
+/// Loads the plugin and intersects its requests with the grant; what is not
+/// granted is logged, one line each.
+pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
+    let source = PluginSource::parse(load.plugin, load.registry)?;
+    if let Some(path) = source.file()
+        && !path.is_file()
+    {
+        return Err(LoadError::Missing { path: path.to_path_buf(), found: components_beside(path) });
+    }
+    let component = source.fetch(load.registry).await?;
+    let sandbox = Sandbox::new().map_err(LoadError::Engine)?;
+    let plugin = match sandbox.load(&component.wasm, load.cache_dir, load.limits).await {
+        // The cache cannot be written (a read-only image whose artifacts
+        // were compiled for another CPU): compile in memory instead.
+        Err(PluginError::Cache { path, source }) => {
+            tracing::warn!(cache = %path.display(), error = %source, "the plugin cache is not usable; compiling the plugin in memory");
+            sandbox.load(&component.wasm, None, load.limits).await
+        }
+        other => other,
+    }
+    .map_err(|source| LoadError::Plugin { verb: "loading", origin: component.origin.to_string(), source })?;
+    let grant = Grant::load(load.grant)?;
+    let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant)?;
+    for refused in &granted.refused {
+        tracing::warn!(plugin = %plugin.name(), "not granted: {refused}");
+    }
+    Ok(Planner { plugin, granted: Arc::new(granted) })
+}
+
+/// The `.wasm` files in the directory of a missing plugin, to name them.
+fn components_beside(path: &Path) -> Vec<String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+                .map(|p| p.display().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// One plugin `precompile` compiled into the cache.
+pub struct Compiled {
+    pub origin: String,
+    pub name: String,
+    pub took: Duration,
+}
+
+/// Compiles every plugin named (files, directories of `.wasm` files,
+/// `oci://` references) into `cache_dir`, calling `done` after each.
+pub async fn precompile(
+    plugins: &[String],
+    cache_dir: &Path,
+    registry: &oci::Options,
+    mut done: impl FnMut(Compiled) -> std::io::Result<()>,
+) -> Result<(), LoadError> {
+    let mut sources = Vec::new();
+    for text in plugins {
+        let source = PluginSource::parse(text, registry)?;
+        match source.file().filter(|path| path.is_dir()) {
+            Some(dir) => {
+                let entries =
+                    std::fs::read_dir(dir).map_err(|source| LoadError::Io { path: dir.to_path_buf(), source })?;
+                let mut wasm: Vec<PathBuf> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "wasm"))
+                    .collect();
+                wasm.sort();
+                sources.extend(wasm.into_iter().map(PluginSource::File));
+            }
+            None => sources.push(source),
+        }
+    }
+    if sources.is_empty() {
+        return Err(LoadError::Nothing);
+    }
+    let sandbox = Sandbox::new().map_err(LoadError::Engine)?;
+    for source in sources {
+        let started = Instant::now();
+        let component = source.fetch(registry).await?;
+        let origin = component.origin.to_string();
+        let plugin = sandbox
+            .load(&component.wasm, Some(cache_dir), Limits::default())
+            .await
+            .map_err(|source| LoadError::Plugin { verb: "precompiling", origin: origin.clone(), source })?;
+        let compiled = Compiled { origin, name: plugin.name().to_string(), took: started.elapsed() };
+        done(compiled).map_err(|source| LoadError::Io { path: "stdout".into(), source })?;
+    }
+    Ok(())
+}
