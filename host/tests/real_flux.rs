@@ -305,7 +305,7 @@ envtest::real_flux_test! {
         let mut f = Fixture::with_real_flux(&["mcp-01"]).await;
         f.registry_credentials(PULL, None).await;
         let grace = Duration::from_secs(8);
-        let ctx = f.context_tuned(plugin(), |ctx| ctx.unreachable_grace = grace).await;
+        let ctx = f.context_tuned(plugin(), |settings| settings.unreachable_grace = grace).await;
         f.start_operator_on(Arc::new(ctx));
         let versions = json!([pulled_with_secret(&f, "v0.9.1", "0.9.1")]);
         ready_kro(&mut f, versions, "v0.9.1").await;

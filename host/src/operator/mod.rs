@@ -43,6 +43,9 @@ pub struct Settings {
     /// Only reconcile service objects in this onboarding namespace (all
     /// namespaces when unset).
     pub watch_namespace: Option<String>,
+    /// During deletion, how long a granted cluster that does not answer is
+    /// waited for before the instance is cleaned up without it.
+    pub unreachable_grace: Duration,
 }
 
 impl Settings {
@@ -260,6 +263,7 @@ pub fn context(
         metrics,
     );
     ctx.watch_namespace = settings.watch_namespace.clone();
+    ctx.unreachable_grace = settings.unreachable_grace;
     // Checked by the command line; an invalid name takes nothing over.
     ctx.adoption = crate::adopt::Adoption::new(&settings.adopt_from).unwrap_or_default();
     ctx

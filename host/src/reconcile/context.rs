@@ -28,36 +28,36 @@ pub type Source = (String, String);
 /// Everything a reconcile needs; shared by all reconciles.
 pub struct Context {
     /// The plugin and what it was granted.
-    pub planner: Planner,
+    pub(crate) planner: Planner,
     /// `--provider-name`: the ProviderConfig to use and the owner label value.
-    pub provider_name: String,
-    pub pod_namespace: String,
-    pub field_manager: String,
-    pub platform: Client,
-    pub onboarding: Client,
-    pub status: StatusWriter,
-    pub metrics: Arc<Metrics>,
-    pub service: ApiResource,
-    pub provider_config: ApiResource,
-    pub clients: ClientCache,
+    pub(crate) provider_name: String,
+    pub(crate) pod_namespace: String,
+    pub(crate) field_manager: String,
+    pub(crate) platform: Client,
+    pub(crate) onboarding: Client,
+    pub(crate) status: StatusWriter,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) service: ApiResource,
+    pub(crate) provider_config: ApiResource,
+    pub(crate) clients: ClientCache,
     /// Only service objects in this onboarding namespace (all when `None`).
-    pub watch_namespace: Option<String>,
+    pub(crate) watch_namespace: Option<String>,
     /// Secrets in the pod namespace that are the host's own credentials
     /// (its onboarding kubeconfigs): never copied, whatever is allowed.
-    pub reserved_secrets: Vec<String>,
+    pub(crate) reserved_secrets: Vec<String>,
     /// Per-instance memory of the last reconciles.
-    pub instances: InstanceState,
+    pub(crate) instances: InstanceState,
     /// During deletion, how long a granted cluster that does not answer is
     /// waited for before the instance is cleaned up without it.
-    pub unreachable_grace: Duration,
+    pub(crate) unreachable_grace: Duration,
     /// Watches of what blocks a deletion, on the tenant's clusters.
-    pub blockers: Blockers,
+    pub(crate) blockers: Blockers,
     /// What may be taken over from another provider (`--adopt-from`).
-    pub adoption: Adoption,
+    pub(crate) adoption: Adoption,
     /// The group versions whose kinds were checked against the platform's
     /// discovery at start ([`crate::plan::kinds::check`]); the others are
     /// checked on each tenant cluster.
-    pub platform_versions: BTreeSet<String>,
+    pub(crate) platform_versions: BTreeSet<String>,
     /// The watch's stores while the controller runs ([`crate::watch::run`]).
     stores: RwLock<Arc<Stores>>,
 }
@@ -107,6 +107,13 @@ impl Context {
             adoption: Adoption::default(),
             stores: RwLock::default(),
         }
+    }
+
+    /// The blocker watches, for tests to count (the metrics report them
+    /// from outside).
+    #[cfg(feature = "test-support")]
+    pub fn blockers(&self) -> &Blockers {
+        &self.blockers
     }
 
     pub fn descriptor(&self) -> &Descriptor {

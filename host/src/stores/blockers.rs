@@ -205,10 +205,12 @@ impl Blockers {
     }
 
     /// How many watches run (or ended and are remembered).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn len(&self) -> usize {
         self.entries.lock().expect("not poisoned").len()
     }
 
+    #[cfg(any(test, feature = "test-support"))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

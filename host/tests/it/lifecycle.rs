@@ -494,7 +494,7 @@ async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
         let text = format!("waiting for {n} kro ResourceGraphDefinition(s)");
         move |k: &Value| ready(k)["message"].as_str().is_some_and(|m| m.contains(&text))
     };
-    assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
+    assert_eq!(ctx.blockers().len(), 1, "the blocker is watched");
     // The plugin asks to be looked at again every 10 s.
     let rounds = || f.metrics.reconciles(reconcile::Ended::Deleting);
     let next_round = |after: u64| async move {
@@ -523,7 +523,7 @@ async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
         rgds.delete(name, &DeleteParams::default()).await.expect("RGD deleted");
     }
     f.wait_gone("mcp-01").await;
-    assert_eq!(ctx.blockers.len(), 0, "the watch ended with the deletion");
+    assert_eq!(ctx.blockers().len(), 0, "the watch ended with the deletion");
     f.stop_operator().await;
 }
 
@@ -542,7 +542,7 @@ async fn a_blocker_watch_ends_at_the_input_limit_and_keeps_nothing() {
     f.start_operator_on(ctx.clone());
     let rgds = ready_then_blocked_by_one_rgd(&f).await;
     let message = |k: &Value| ready(k)["message"].as_str().unwrap_or_default().to_string();
-    assert_eq!(ctx.blockers.len(), 1, "the blocker is watched");
+    assert_eq!(ctx.blockers().len(), 1, "the blocker is watched");
 
     // Four RGDs of about 20 KiB of metadata each (labels: annotations never
     // reach the plugin): more than one input's worth.
@@ -557,7 +557,7 @@ async fn a_blocker_watch_ends_at_the_input_limit_and_keeps_nothing() {
         rgds.create(&PostParams::default(), &big(name)).await.expect("RGD created");
     }
     f.wait_kro("mcp-01", "the input limit in the status", |k| message(k).contains("more than the limit")).await;
-    assert!(ctx.blockers.bytes() <= limit, "the host holds {} bytes of the tenant's RGDs", ctx.blockers.bytes());
+    assert!(ctx.blockers().bytes() <= limit, "the host holds {} bytes of the tenant's RGDs", ctx.blockers().bytes());
 
     for name in names {
         rgds.delete(name, &DeleteParams::default()).await.expect("RGD deleted");
@@ -565,7 +565,7 @@ async fn a_blocker_watch_ends_at_the_input_limit_and_keeps_nothing() {
     f.wait_kro("mcp-01", "blocked again", |k| message(k).contains("waiting for 1 kro")).await;
     rgds.delete("noop", &DeleteParams::default()).await.expect("RGD deleted");
     f.wait_gone("mcp-01").await;
-    assert_eq!(ctx.blockers.len(), 0);
+    assert_eq!(ctx.blockers().len(), 0);
     f.stop_operator().await;
 }
 

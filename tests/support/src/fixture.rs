@@ -281,6 +281,7 @@ impl Fixture {
             onboarding_kubeconfig: None,
             onboarding_timeout: WAIT,
             watch_namespace: Some(self.ns.clone()),
+            unreachable_grace: service_provider_host::reconcile::context::UNREACHABLE_GRACE,
         }
     }
 
@@ -296,8 +297,9 @@ impl Fixture {
         Arc::new(self.context_tuned(plugin, |_| {}).await)
     }
 
-    /// Like [`Self::context_with`], changed by `tune` (e.g. shorter waits).
-    pub async fn context_tuned(&self, plugin: Plugin, tune: impl FnOnce(&mut Context)) -> Context {
+    /// Like [`Self::context_with`], with [`Self::settings`] changed by
+    /// `tune` (e.g. shorter waits, `--adopt-from`).
+    pub async fn context_tuned(&self, plugin: Plugin, tune: impl FnOnce(&mut Settings)) -> Context {
         let counted = |cluster: &Cluster, which| {
             let metrics = self.metrics.clone();
             let yaml = cluster.kubeconfig_yaml().to_string();
@@ -305,9 +307,9 @@ impl Fixture {
         };
         let platform = counted(&self.env.platform, contract::Cluster::Platform).await;
         let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
-        let mut ctx = operator::context(planner(plugin), &self.settings(), platform, onboarding, self.metrics.clone());
-        tune(&mut ctx);
-        ctx
+        let mut settings = self.settings();
+        tune(&mut settings);
+        operator::context(planner(plugin), &settings, platform, onboarding, self.metrics.clone())
     }
 
     /// Runs the controller until [`Self::stop_operator`] (or the test ends).

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use service_provider_host::adopt::Adoption;
+use service_provider_host::operator::Settings;
 use service_provider_host::owner::LABEL_INSTANCE_NAME;
 
 /// The reference ProviderConfig and its pull secret.
@@ -80,8 +80,8 @@ fn ours(objects: &[DynamicObject], instance: &str) -> bool {
 }
 
 /// The host as run with `--adopt-from service-provider-kro`.
-fn adopting(ctx: &mut service_provider_host::reconcile::Context) {
-    ctx.adoption = Adoption::new(&[GO_PROVIDER.to_string()]).unwrap();
+fn adopting(settings: &mut Settings) {
+    settings.adopt_from = vec![GO_PROVIDER.to_string()];
 }
 
 #[tokio::test]
