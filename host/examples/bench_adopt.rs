@@ -18,8 +18,8 @@
 //! `task bench-scale` uses).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ use anyhow::{Context as _, bail};
 use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 use futures::{StreamExt, TryStreamExt, stream};
 use host_test_support::go_provider::{self, DOCKER, GO_PROVIDER, Instance, PULL, PULL_CONFIG};
-use host_test_support::process::{free_port, http_get};
+use host_test_support::process::{bench_host, free_port, http_get};
 use host_test_support::{GROUP, flux_resource};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -41,15 +41,6 @@ const POD_NAMESPACE: &str = "openmcp-system";
 const PROVIDER: &str = "kro";
 const ONBOARDING_NAMESPACE: &str = "default";
 const INSTANCE_LABEL: &str = "service-provider.open-control-plane.io/instance-name";
-
-struct Host(Child);
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `service_provider_host_*` samples of the host's metrics endpoint.
 fn metrics(port: u16) -> anyhow::Result<BTreeMap<String, f64>> {
@@ -98,7 +89,7 @@ async fn labelled(platform: &Client) -> anyhow::Result<usize> {
     Ok(labelled)
 }
 
-async fn run(n: usize, host_binary: &PathBuf) -> anyhow::Result<()> {
+async fn run(n: usize, host_binary: &Path) -> anyhow::Result<()> {
     let env = TestEnv::start().await.context("starting the clusters (run `task envtest-bins`)")?;
     let (platform, onboarding, cp) =
         (env.platform.client().await?, env.onboarding.client().await?, env.control_plane.client().await?);
@@ -170,23 +161,9 @@ async fn run(n: usize, host_binary: &PathBuf) -> anyhow::Result<()> {
     }
     let port = free_port();
     let started = Instant::now();
-    let child = Command::new(host_binary)
-        .args(["run", "--provider-name", PROVIDER, "--environment", "bench", "--verbosity", "ERROR"])
-        .arg("--plugin")
-        .arg(host_test_support::plugins::plugin_path(host_test_support::plugins::KRO))
-        .arg("--onboarding-kubeconfig")
-        .arg(env.onboarding.kubeconfig_path())
-        .arg(format!("--metrics-bind-address=127.0.0.1:{port}"))
-        .arg("--health-probe-bind-address=0")
-        .env("ADOPT_FROM", GO_PROVIDER)
-        .env("KUBECONFIG", env.platform.kubeconfig_path())
-        .env("POD_NAMESPACE", POD_NAMESPACE)
-        .env("POD_NAME", "bench")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting the host")?;
-    let _host = Host(child);
+    let plugin = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO);
+    let args = ["--plugin".into(), plugin.into_os_string()];
+    let _host = bench_host(host_binary, &env, (PROVIDER, POD_NAMESPACE), port, &args, &[("ADOPT_FROM", GO_PROVIDER)]);
     let adopted_total =
         |port| metrics(port).map(|m| m.get("service_provider_host_adopted_objects_total").copied().unwrap_or_default());
     let took = loop {

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 use futures::StreamExt;
-use host_test_support::process::{free_port, http_get};
+use host_test_support::process::{bench_host, free_port, http_get};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
@@ -195,15 +195,6 @@ fn without_host(cpu: [f64; 5]) -> f64 {
     (cpu.iter().sum::<f64>() - cpu[HOST]) / cores
 }
 
-struct Host(Child);
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The service objects as a watch sees them: counting from it costs the
 /// API server nothing, where listing hundreds of objects every 250 ms would
 /// be a load of its own on the servers being measured.
@@ -318,25 +309,9 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
     } else if !precompiled.status.success() {
         bail!("precompiling the plugin failed ({}): {said}", precompiled.status);
     }
-    let child = Command::new(host_binary)
-        .args(["run", "--provider-name", PROVIDER, "--environment", "bench", "--verbosity", "ERROR"])
-        .arg("--plugin")
-        .arg(plugin)
-        .arg("--plugin-cache-dir")
-        .arg(&cache)
-        .arg("--onboarding-kubeconfig")
-        .arg(env.onboarding.kubeconfig_path())
-        .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
-        .arg("--health-probe-bind-address=0")
-        .env("KUBECONFIG", env.platform.kubeconfig_path())
-        .env("POD_NAMESPACE", POD_NAMESPACE)
-        .env("POD_NAME", "bench")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting the host")?;
-    let host = Host(child);
-    let pid = host.0.id();
+    let args = ["--plugin".into(), plugin.into(), "--plugin-cache-dir".into(), cache.clone().into_os_string()];
+    let host = bench_host(host_binary, &env, (PROVIDER, POD_NAMESPACE), metrics_port, &args, &[]);
+    let pid = host.child.id();
     let (peak_anon, sampler) = sample_peak_anon(pid);
     let deadline = Instant::now() + Duration::from_secs(60);
     let before = loop {

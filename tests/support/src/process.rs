@@ -109,6 +109,32 @@ impl Launcher {
     }
 }
 
+/// `service-provider-host run` as the benchmarks start it: the production
+/// binary on `env`'s clusters (onboarding reached directly), logging only
+/// errors, metrics on `metrics_port`, no probes; `args` and `vars` added.
+/// Killed when dropped.
+pub fn bench_host(
+    binary: &Path,
+    env: &envtest::TestEnv,
+    (provider, pod_namespace): (&str, &str),
+    metrics_port: u16,
+    args: &[OsString],
+    vars: &[(&str, &str)],
+) -> Running {
+    let mut all: Vec<OsString> = ["run", "--provider-name", provider, "--environment", "bench", "--verbosity", "ERROR"]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    all.extend(args.iter().cloned());
+    all.push("--onboarding-kubeconfig".into());
+    all.push(env.onboarding.kubeconfig_path().into());
+    all.push(format!("--metrics-bind-address=127.0.0.1:{metrics_port}").into());
+    all.push("--health-probe-bind-address=0".into());
+    let mut vars = vars.to_vec();
+    vars.extend([("POD_NAMESPACE", pod_namespace), ("POD_NAME", "bench")]);
+    Launcher::Binary(binary.to_path_buf()).command(&all, &env.platform.kubeconfig_path(), &vars).spawn(None)
+}
+
 /// A command to run; removes its container (if any) when dropped.
 pub struct Launched {
     pub command: Command,
