@@ -66,27 +66,33 @@ enum Found {
     Ours(Box<DynamicObject>),
 }
 
-/// What makes a labelled request this host's: its instance annotation, or
-/// an entry of its field manager (requests made before the annotation).
-/// No annotation: the labels suffice (the workload ClusterRequest, which no
-/// predecessor makes).
-struct Mark<'a> {
-    annotation: Option<String>,
-    field_manager: &'a str,
+/// What makes a labelled request this host's.
+enum Mark<'a> {
+    /// The labels suffice: the workload ClusterRequest, which no
+    /// predecessor makes.
+    Labels,
+    /// Its instance annotation, or an entry of its field manager (requests
+    /// made before the annotation).
+    Annotated { annotation: String, field_manager: &'a str },
 }
 
-impl Mark<'_> {
-    fn labels_only() -> Self {
-        Mark { annotation: None, field_manager: "" }
+impl<'a> Mark<'a> {
+    fn annotated_for(request: &InstanceAccess<'_>, field_manager: &'a str) -> Self {
+        Mark::Annotated { annotation: request.annotation(), field_manager }
     }
 
     fn annotated(&self, meta: &ObjectMeta) -> bool {
-        let Some(want) = &self.annotation else { return true };
-        meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_INSTANCE)) == Some(want)
+        match self {
+            Mark::Labels => true,
+            Mark::Annotated { annotation, .. } => {
+                meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_INSTANCE)) == Some(annotation)
+            }
+        }
     }
 
     fn written(&self, meta: &ObjectMeta) -> bool {
-        meta.managed_fields.iter().flatten().any(|e| e.manager.as_deref() == Some(self.field_manager))
+        let Mark::Annotated { field_manager, .. } = self else { return true };
+        meta.managed_fields.iter().flatten().any(|e| e.manager.as_deref() == Some(*field_manager))
     }
 }
 
@@ -196,7 +202,7 @@ pub async fn ensure_access_request(
     adoption: &Adoption,
 ) -> Result<Ensured, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    let mark = Mark { annotation: Some(request.annotation()), field_manager };
+    let mark = Mark::annotated_for(request, field_manager);
     let mut found = handle.find(&request.labels(), &mark, cached).await?;
     if let Found::Missing = found {
         match handle.create(request.manifest(), field_manager).await {
@@ -266,7 +272,7 @@ pub async fn delete_access_request(
     field_manager: &str,
 ) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    let mark = Mark { annotation: Some(request.annotation()), field_manager };
+    let mark = Mark::annotated_for(request, field_manager);
     let live = match handle.find(&request.labels(), &mark, cached).await? {
         Found::Missing | Found::Foreign | Found::Predecessor(_) => return Ok(true),
         Found::Ours(live) => live,
@@ -293,7 +299,7 @@ pub async fn ensure_cluster_request(
     field_manager: &str,
 ) -> Result<DynamicObject, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    match handle.find(&request.labels(), &Mark::labels_only(), Lookup::Unknown).await? {
+    match handle.find(&request.labels(), &Mark::Labels, Lookup::Unknown).await? {
         Found::Missing => handle.create(request.cluster_request_manifest(), field_manager).await,
         Found::Foreign | Found::Predecessor(_) => Err(handle.not_ours()),
         Found::Ours(live) => Ok(*live),
@@ -303,7 +309,7 @@ pub async fn ensure_cluster_request(
 /// Deletes the workload ClusterRequest; returns true once it is gone.
 pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    match handle.find(&request.labels(), &Mark::labels_only(), Lookup::Unknown).await? {
+    match handle.find(&request.labels(), &Mark::Labels, Lookup::Unknown).await? {
         Found::Missing | Found::Foreign | Found::Predecessor(_) => Ok(true),
         Found::Ours(live) if !deleting(&live) => handle.delete().await,
         Found::Ours(_) => Ok(false),
@@ -319,7 +325,7 @@ pub async fn get_access_request(
     field_manager: &str,
 ) -> Result<Option<DynamicObject>, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
-    let mark = Mark { annotation: Some(request.annotation()), field_manager };
+    let mark = Mark::annotated_for(request, field_manager);
     Ok(match handle.find(&request.labels(), &mark, cached).await? {
         Found::Ours(live) => Some(*live),
         Found::Missing | Found::Foreign | Found::Predecessor(_) => None,
