@@ -25,12 +25,14 @@
 mod background;
 pub mod bins;
 pub mod cluster;
+pub mod cluster_provider;
 pub mod crds;
 pub mod deployment_sim;
 pub mod env;
 mod error;
 pub mod flux_sim;
 pub mod helm_chart;
+pub mod openmcp;
 pub mod openmcp_sim;
 pub mod pki;
 pub mod process;
