@@ -16,6 +16,7 @@ mod hostile;
 mod image;
 mod init;
 mod lifecycle;
+mod openmcp;
 mod plan_fuzz;
 mod render;
 mod rotation;

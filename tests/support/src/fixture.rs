@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use service_provider_host::clusters;
 use service_provider_host::metrics::Metrics;
 use service_provider_host::operator::{self, Settings};
+use service_provider_host::plan::Planner;
 use service_provider_host::reconcile::Context;
 use service_provider_host::sandbox::Plugin;
 use service_provider_sdk::{contract, names};
@@ -114,11 +115,51 @@ pub struct Fixture {
     pub onboarding: Client,
     pub control_plane: Client,
     pub metrics: Arc<Metrics>,
-    pub openmcp: OpenMcpSimulator,
+    pub openmcp: OpenMcp,
     pub flux: Flux,
     /// How long the `wait_*` helpers wait.
     pub wait: Duration,
     operator: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
+}
+
+/// What plays openmcp in a fixture.
+pub enum OpenMcp {
+    /// The simulator, on this fixture's namespaces, with admin kubeconfigs.
+    Simulated(OpenMcpSimulator),
+    /// openmcp-operator v1.3.0 and the test cluster provider on clusters of
+    /// their own (`envtest::openmcp::shared()`), with RBAC-scoped tokens.
+    Real(&'static envtest::openmcp::OpenMcp),
+}
+
+impl OpenMcp {
+    /// Plays the creation of a ControlPlane (see each implementation).
+    pub async fn register_control_plane(
+        &self,
+        name: &str,
+        namespace: &str,
+        cluster: &Cluster,
+    ) -> envtest::Result<String> {
+        match self {
+            OpenMcp::Simulated(s) => s.register_control_plane(name, namespace, cluster).await,
+            OpenMcp::Real(r) => r.register_control_plane(name, namespace, cluster).await,
+        }
+    }
+
+    /// Plays the ControlPlane's deletion (only the simulator so far).
+    pub async fn unregister_control_plane(&self, name: &str, namespace: &str) -> envtest::Result<()> {
+        match self {
+            OpenMcp::Simulated(s) => s.unregister_control_plane(name, namespace).await,
+            OpenMcp::Real(_) => unimplemented!("deleting a ControlPlane through openmcp"),
+        }
+    }
+
+    /// What openmcp did, for a failure message.
+    pub fn diagnostics(&self) -> String {
+        match self {
+            OpenMcp::Simulated(s) => format!("openmcp simulator's last error: {:?}", s.last_error()),
+            OpenMcp::Real(r) => r.diagnostics(40),
+        }
+    }
 }
 
 /// What plays Flux in a fixture.
@@ -156,6 +197,8 @@ pub struct Setup {
     /// The kubeconfig the openmcp simulator hands out for the onboarding
     /// cluster (default: its admin kubeconfig), e.g. a revocable token.
     pub onboarding_kubeconfig: Option<String>,
+    /// openmcp-operator itself instead of the simulator.
+    pub openmcp: Option<&'static envtest::openmcp::OpenMcp>,
 }
 
 impl Fixture {
@@ -172,6 +215,15 @@ impl Fixture {
 
     /// Like [`Self::new`], placed and named by `setup`.
     pub async fn new_with(options: Options, setup: Setup) -> Fixture {
+        Self::start(options, Service::KRO, false, setup).await
+    }
+
+    /// A fixture on openmcp-operator itself (its own clusters, the test
+    /// cluster provider granting RBAC-scoped tokens), with the Flux
+    /// simulator.
+    pub async fn with_openmcp(options: Options) -> Fixture {
+        let openmcp = envtest::openmcp::shared().await.expect("openmcp-operator");
+        let setup = Setup { env: Some(&openmcp.env), openmcp: Some(openmcp), ..Setup::default() };
         Self::start(options, Service::KRO, false, setup).await
     }
 
@@ -228,16 +280,27 @@ impl Fixture {
             name: env.onboarding.name().to_string(),
             kubeconfig: setup.onboarding_kubeconfig.unwrap_or_else(|| env.onboarding.kubeconfig_yaml().to_string()),
         };
-        let openmcp = OpenMcpSimulator::start_with(
-            env.platform.kubeconfig_yaml(),
-            onboarding_target,
-            SimulatorOptions {
-                provider_namespaces: vec![pod_ns.clone()],
-                remove_clusteraccess_finalizer: false,
-                workload: workload.as_ref().map(Into::into),
-                ..Default::default()
-            },
-        );
+        let openmcp = match setup.openmcp {
+            Some(real) => {
+                if let Some(workload) = &workload {
+                    for instance in &options.instances {
+                        let tenant = names::tenant_namespace(instance, &ns).expect("tenant namespace");
+                        real.register_workload(&tenant, workload);
+                    }
+                }
+                OpenMcp::Real(real)
+            }
+            None => OpenMcp::Simulated(OpenMcpSimulator::start_with(
+                env.platform.kubeconfig_yaml(),
+                onboarding_target,
+                SimulatorOptions {
+                    provider_namespaces: vec![pod_ns.clone()],
+                    remove_clusteraccess_finalizer: false,
+                    workload: workload.as_ref().map(Into::into),
+                    ..Default::default()
+                },
+            )),
+        };
         let mut tenants = Vec::new();
         for instance in &options.instances {
             tenants.push(openmcp.register_control_plane(instance, &ns, &cp).await.expect("ControlPlane registered"));
@@ -300,6 +363,12 @@ impl Fixture {
     /// Like [`Self::context_with`], with [`Self::settings`] changed by
     /// `tune` (e.g. shorter waits, `--adopt-from`).
     pub async fn context_tuned(&self, plugin: Plugin, tune: impl FnOnce(&mut Settings)) -> Context {
+        self.context_for(planner(plugin), tune).await
+    }
+
+    /// Like [`Self::context_tuned`], with a plugin granted as `planner` says
+    /// (e.g. under a narrower grant than the built-in one).
+    pub async fn context_for(&self, planner: Planner, tune: impl FnOnce(&mut Settings)) -> Context {
         let counted = |cluster: &Cluster, which| {
             let metrics = self.metrics.clone();
             let yaml = cluster.kubeconfig_yaml().to_string();
@@ -309,7 +378,7 @@ impl Fixture {
         let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
         let mut settings = self.settings();
         tune(&mut settings);
-        operator::context(planner(plugin), &settings, platform, onboarding, self.metrics.clone())
+        operator::context(planner, &settings, platform, onboarding, self.metrics.clone())
     }
 
     /// Runs the controller until [`Self::stop_operator`] (or the test ends).

@@ -1,0 +1,115 @@
+//! The lifecycle on openmcp-operator v1.3.0 itself (issue #26), not the
+//! simulator: its scheduler gives each tenant's ControlPlane a `Cluster`,
+//! its AccessRequest controller resolves the host's requests and hands them
+//! to the test cluster provider (`envtest::cluster_provider`), which grants
+//! a ServiceAccount token with exactly the requested rules. So every call
+//! the host makes on a ControlPlane is checked by RBAC against the plugin's
+//! token rules.
+
+use std::sync::Arc;
+
+use envtest::cluster_provider::{ACCESS_NAMESPACE, PROFILE, PROVIDER};
+use host_test_support::plugins::plugin;
+use host_test_support::*;
+use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use kube::Api;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+use service_provider_host::grant::{Effective, Grant};
+use service_provider_host::plan::Planner;
+
+const DOCKER: &str = "kubernetes.io/dockerconfigjson";
+const AR: &str = "kro.services.open-control-plane.io--mcp-01--mcp";
+
+async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
+    api.get_opt(name).await.expect("read").map(|o| serde_json::to_value(o).unwrap())
+}
+
+/// A ProviderConfig whose version has an image pull secret: the host then
+/// creates `kro-system` on the ControlPlane and copies the Secret there,
+/// with the instance's token.
+async fn with_image_pull_secret(f: &Fixture) {
+    f.source_secret("pull", DOCKER, "{\"auths\":{\"img\":{}}}").await;
+    f.provider_config(json!([{
+        "version": "v0.9.3", "chartVersion": "0.9.3",
+        "helmValues": {"imagePullSecrets": [{"name": "pull"}]}
+    }]))
+    .await;
+}
+
+#[tokio::test]
+async fn the_kro_lifecycle_runs_on_openmcp_operator_with_scoped_tokens() {
+    let mut f =
+        Fixture::with_openmcp(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
+    with_image_pull_secret(&f).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    let ready = tokio::time::timeout(f.wait, f.wait_ready("mcp-01")).await;
+    assert!(ready.is_ok(), "not Ready on openmcp-operator: {:?}\n{}", f.kro("mcp-01").await, f.openmcp.diagnostics());
+
+    // The request as openmcp-operator resolved it, granted by the provider.
+    let ar = get(&f.access_requests("mcp-01"), AR).await.expect("AccessRequest");
+    assert_eq!(ar["metadata"]["labels"]["clusters.openmcp.cloud/provider"], PROVIDER, "{ar}");
+    assert_eq!(ar["metadata"]["labels"]["clusters.openmcp.cloud/profile"], PROFILE, "{ar}");
+    assert!(ar["spec"]["clusterRef"]["name"].as_str().is_some_and(|n| n.starts_with("mcp-")), "{ar}");
+    assert_eq!(ar["status"]["secretRef"]["name"], format!("{AR}.kubeconfig"));
+    let on_cp: Api<Secret> = Api::namespaced(f.control_plane.clone(), "kro-system");
+    on_cp.get("pull").await.expect("the pull secret copied into kro-system with the token");
+
+    // The kubeconfig holds a token bound to the plugin's rules, not admin:
+    // Pods (which no rule names) are forbidden on the ControlPlane.
+    let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.tenant("mcp-01"));
+    let secret = secrets.get(&format!("{AR}.kubeconfig")).await.expect("kubeconfig Secret");
+    let kubeconfig = String::from_utf8(secret.data.unwrap()["kubeconfig"].0.clone()).unwrap();
+    assert!(kubeconfig.contains("token:") && !kubeconfig.contains("client-key"), "a token kubeconfig");
+    let scoped = envtest::client_from_kubeconfig(&kubeconfig).await.unwrap();
+    let forbidden = Api::<Pod>::namespaced(scoped, "kube-system").list(&Default::default()).await;
+    assert!(matches!(forbidden, Err(kube::Error::Api(ref e)) if e.code == 403), "{forbidden:?}");
+
+    // Deletion: the instance, its request and its token are gone.
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    assert!(get(&f.access_requests("mcp-01"), AR).await.is_none(), "the AccessRequest is gone");
+    let accounts: Api<ServiceAccount> = Api::namespaced(f.control_plane.clone(), ACCESS_NAMESPACE);
+    let left = accounts.list(&Default::default()).await.unwrap();
+    assert!(left.items.is_empty(), "the token's ServiceAccount is revoked: {:?}", left.items);
+    f.stop_operator().await;
+}
+
+/// Proof that the tokens are narrow: the operator's grant takes the
+/// Namespace rule out of the Kro plugin's ControlPlane token, and creating
+/// `kro-system` on the ControlPlane fails with RBAC's own words in the
+/// status (with the simulator's admin kubeconfig it would succeed).
+#[tokio::test]
+async fn a_token_rule_taken_away_fails_the_install_with_a_clear_status() {
+    let mut f =
+        Fixture::with_openmcp(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
+    with_image_pull_secret(&f).await;
+    let kro = plugin();
+    let mut grant = Grant::default_grant();
+    let rules = &kro.descriptor().access.control_plane_rules;
+    grant.token_rules.control_plane =
+        rules.iter().filter(|r| !r.resources.iter().any(|x| x == "namespaces")).cloned().collect();
+    assert_eq!(grant.token_rules.control_plane.len(), rules.len() - 1, "one rule less");
+    let granted = Effective::for_component(kro.descriptor(), kro.digest(), grant).expect("grant fits");
+    let ctx = f.context_for(Planner { plugin: kro, granted: Arc::new(granted) }, |_| {}).await;
+    f.start_operator_on(Arc::new(ctx));
+    f.create_kro("mcp-01", "v0.9.3").await;
+
+    let failed = |k: &Value| {
+        ready(k)["status"] == "False" && ready(k)["message"].as_str().is_some_and(|m| m.contains("forbidden"))
+    };
+    let kro = f.wait_kro("mcp-01", "a forbidden install", failed).await;
+    let message = ready(&kro)["message"].as_str().unwrap().to_string();
+    eprintln!("the status with the Namespace rule taken away: {message}");
+    assert_eq!(ready(&kro)["reason"], "ReconcileError", "{message}");
+    assert!(message.contains("namespaces") && message.contains("kro-system"), "{message}");
+    assert!(message.contains("system:serviceaccount:accessrequests:"), "the token's own identity: {message}");
+    let ar = get(&f.access_requests("mcp-01"), AR).await.expect("AccessRequest");
+    let granted_rules = ar["spec"]["token"]["permissions"][0]["rules"].as_array().unwrap().clone();
+    assert!(!granted_rules.iter().any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == "namespaces")));
+
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    f.stop_operator().await;
+}
