@@ -341,10 +341,10 @@ impl Error {
 /// cause whose text the line already contains (many errors repeat their
 /// source in their own message).
 pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = error.to_string();
+    let mut line = said(error);
     let mut next = error.source();
     while let Some(cause) = next {
-        let text = cause.to_string();
+        let text = said(cause);
         if !text.is_empty() && !line.contains(&text) {
             line.push_str(": ");
             line.push_str(&text);
@@ -352,6 +352,19 @@ pub fn report(error: &(dyn std::error::Error + 'static)) -> String {
         next = cause.source();
     }
     line
+}
+
+/// What one error says. An API server's refusal is its own message and
+/// reason (`namespaces "x" is forbidden: …: Forbidden`), not kube's
+/// rendering, which appends the whole `Status` structure.
+fn said(error: &(dyn std::error::Error + 'static)) -> String {
+    match error.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => match status.reason.is_empty() {
+            true => status.message.clone(),
+            false => format!("{}: {}", status.message, status.reason),
+        },
+        _ => error.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -379,6 +392,14 @@ mod tests {
         struct Loading(#[source] Outer);
         let compiling = Loading(Outer(std::io::Error::other("bad magic")));
         assert_eq!(report(&compiling), "loading plugin x: outer: bad magic");
+    }
+
+    #[test]
+    fn an_api_servers_refusal_is_reported_in_its_own_words() {
+        let status = kube::core::Status::failure("namespaces \"x\" is forbidden: User \"u\" cannot get", "Forbidden")
+            .with_code(403);
+        let e = Error::kube("reading Namespace x", kube::Error::Api(Box::new(status)));
+        assert_eq!(report(&e), "reading Namespace x: namespaces \"x\" is forbidden: User \"u\" cannot get: Forbidden");
     }
 
     #[test]
