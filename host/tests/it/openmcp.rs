@@ -37,6 +37,13 @@ async fn with_image_pull_secret(f: &Fixture) {
     .await;
 }
 
+/// The kubeconfig of the instance's AccessRequest, as granted now.
+async fn token(f: &Fixture) -> String {
+    let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.tenant("mcp-01"));
+    let secret = secrets.get(&format!("{AR}.kubeconfig")).await.expect("kubeconfig Secret");
+    String::from_utf8(secret.data.unwrap()["kubeconfig"].0.clone()).unwrap()
+}
+
 #[tokio::test]
 async fn the_kro_lifecycle_runs_on_openmcp_operator_with_scoped_tokens() {
     let mut f =
@@ -58,9 +65,7 @@ async fn the_kro_lifecycle_runs_on_openmcp_operator_with_scoped_tokens() {
 
     // The kubeconfig holds a token bound to the plugin's rules, not admin:
     // Pods (which no rule names) are forbidden on the ControlPlane.
-    let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.tenant("mcp-01"));
-    let secret = secrets.get(&format!("{AR}.kubeconfig")).await.expect("kubeconfig Secret");
-    let kubeconfig = String::from_utf8(secret.data.unwrap()["kubeconfig"].0.clone()).unwrap();
+    let kubeconfig = token(&f).await;
     assert!(kubeconfig.contains("token:") && !kubeconfig.contains("client-key"), "a token kubeconfig");
     let scoped = envtest::client_from_kubeconfig(&kubeconfig).await.unwrap();
     let forbidden = Api::<Pod>::namespaced(scoped, "kube-system").list(&Default::default()).await;
@@ -81,7 +86,7 @@ async fn the_kro_lifecycle_runs_on_openmcp_operator_with_scoped_tokens() {
 /// `kro-system` on the ControlPlane fails with RBAC's own words in the
 /// status (with the simulator's admin kubeconfig it would succeed).
 #[tokio::test]
-async fn a_token_rule_taken_away_fails_the_install_with_a_clear_status() {
+async fn a_token_rule_taken_away_fails_the_install_clearly_and_a_re_grant_rotates_the_token() {
     let mut f =
         Fixture::with_openmcp(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     with_image_pull_secret(&f).await;
@@ -108,6 +113,20 @@ async fn a_token_rule_taken_away_fails_the_install_with_a_clear_status() {
     let ar = get(&f.access_requests("mcp-01"), AR).await.expect("AccessRequest");
     let granted_rules = ar["spec"]["token"]["permissions"][0]["rules"].as_array().unwrap().clone();
     assert!(!granted_rules.iter().any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == "namespaces")));
+
+    // The built-in grant gives the rule back: the request's token rules
+    // change, openmcp-operator sets it Pending, the provider re-grants with
+    // a new token, and the host carries on with it to Ready.
+    let before = (ar["metadata"]["generation"].as_i64().unwrap(), token(&f).await);
+    f.stop_operator().await;
+    f.start_operator().await;
+    f.wait_ready("mcp-01").await;
+    let ar = get(&f.access_requests("mcp-01"), AR).await.expect("AccessRequest");
+    let after = (ar["metadata"]["generation"].as_i64().unwrap(), token(&f).await);
+    assert!(after.0 > before.0, "the token rules changed: generation {} → {}", before.0, after.0);
+    assert_ne!(after.1, before.1, "a re-grant issues a new token");
+    let on_cp: Api<Secret> = Api::namespaced(f.control_plane.clone(), "kro-system");
+    on_cp.get("pull").await.expect("the copy made with the new token");
 
     f.delete_kro("mcp-01").await;
     f.wait_gone("mcp-01").await;
