@@ -71,7 +71,12 @@ where
 
 #[tokio::test]
 async fn flux_gets_ready_with_copies_that_follow_the_provider_config() {
-    let mut f = flux_fixture("mcp-01").await;
+    copies_follow_the_provider_config(flux_fixture("mcp-01").await).await;
+}
+
+/// The Flux lifecycle with every kind of copy, on whatever `f` runs on
+/// (also openmcp-operator with scoped tokens: `crate::openmcp`).
+pub(crate) async fn copies_follow_the_provider_config(mut f: Fixture) {
     for name in ["chart-a", "img-a", "chart-b", "img-b"] {
         f.source_secret(name, DOCKER, &format!("{{\"auths\":{{\"{name}\":{{}}}}}}")).await;
     }

@@ -132,3 +132,13 @@ async fn a_token_rule_taken_away_fails_the_install_clearly_and_a_re_grant_rotate
     f.wait_gone("mcp-01").await;
     f.stop_operator().await;
 }
+
+/// The Flux plugin's lifecycle (copies into the tenant namespace and onto
+/// the ControlPlane, a CA bundle, rotation, removal, deletion after the
+/// version is withdrawn) with its own token rules enforced by RBAC.
+#[tokio::test]
+async fn the_flux_lifecycle_runs_on_openmcp_operator_with_scoped_tokens() {
+    let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
+    let f = Fixture::with_openmcp_service(options, Service::FLUX).await;
+    crate::flux::copies_follow_the_provider_config(f).await;
+}

@@ -222,9 +222,14 @@ impl Fixture {
     /// cluster provider granting RBAC-scoped tokens), with the Flux
     /// simulator.
     pub async fn with_openmcp(options: Options) -> Fixture {
+        Self::with_openmcp_service(options, Service::KRO).await
+    }
+
+    /// Like [`Self::with_openmcp`], for instances of another service kind.
+    pub async fn with_openmcp_service(options: Options, service: Service) -> Fixture {
         let openmcp = envtest::openmcp::shared().await.expect("openmcp-operator");
         let setup = Setup { env: Some(&openmcp.env), openmcp: Some(openmcp), ..Setup::default() };
-        Self::start(options, Service::KRO, false, setup).await
+        Self::start(options, service, false, setup).await
     }
 
     /// A fixture with the real Flux chain: the ControlPlane starts empty
