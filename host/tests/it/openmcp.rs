@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use envtest::cluster_provider::{ACCESS_NAMESPACE, PROFILE, PROVIDER};
-use host_test_support::plugins::plugin;
+use envtest::eventually;
+use host_test_support::plugins::{self, plugin};
 use host_test_support::*;
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use kube::Api;
@@ -141,4 +142,114 @@ async fn the_flux_lifecycle_runs_on_openmcp_operator_with_scoped_tokens() {
     let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
     let f = Fixture::with_openmcp_service(options, Service::FLUX).await;
     crate::flux::copies_follow_the_provider_config(f).await;
+}
+
+/// The container args of the first container of a pod template.
+fn container_args(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec<String> {
+    let spec = template.spec.as_ref().expect("pod spec");
+    spec.containers[0].args.clone().unwrap_or_default()
+}
+
+/// A ServiceProvider as openmcp deploys it: its deployment controller makes
+/// the init Job, whose exact arguments run the host's `init` (onboarding
+/// access through openmcp, a token with init's rules on the onboarding
+/// cluster); the Job's success (the kubelet's part, played here) makes the
+/// Deployment, whose exact arguments run the host's `run` (its own
+/// onboarding token), which serves a Kro to Ready and through deletion; the
+/// Deployment's status makes the ServiceProvider Ready, with the service
+/// kind init registered kept.
+#[tokio::test]
+async fn a_service_provider_openmcp_deploys_runs_init_and_run_with_its_arguments() {
+    use envtest::openmcp::SYSTEM_NAMESPACE;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::batch::v1::Job;
+    use kube::api::{Patch, PatchParams, PostParams};
+    use std::time::Duration;
+
+    let provider = unique("kro");
+    let setup =
+        Setup { pod_namespace: Some(SYSTEM_NAMESPACE.into()), provider: Some(provider.clone()), ..Setup::default() };
+    let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
+    let f = Fixture::with_openmcp_setup(options, Service::KRO, setup).await;
+    let providers: Api<DynamicObject> =
+        Api::all_with(f.platform.clone(), &service_provider_host::init::service_provider_resource());
+    let sp: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+        "metadata": {"name": provider}, "spec": {"image": "example.org/service-provider-host:test"},
+    }))
+    .unwrap();
+    providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
+
+    let jobs: Api<Job> = Api::namespaced(f.platform.clone(), SYSTEM_NAMESPACE);
+    let job_name = format!("sp-{provider}-init");
+    let job = eventually("the init Job", WAIT, || async { jobs.get_opt(&job_name).await.unwrap() }).await;
+    let args = container_args(&job.spec.as_ref().unwrap().template);
+    assert_eq!(args.first().map(String::as_str), Some("init"), "{args:?}");
+    let launcher = host_test_support::process::Launcher::Binary(env!("CARGO_BIN_EXE_service-provider-host").into());
+    let mut init_args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+    init_args.extend(["--plugin".into(), plugins::plugin_path(plugins::KRO).into_os_string()]);
+    let pod_env = [("POD_NAMESPACE", SYSTEM_NAMESPACE), ("POD_NAME", "init-pod")];
+    let out = launcher.command(&init_args, &f.env.platform.kubeconfig_path(), &pod_env).output().await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "init with openmcp's arguments {args:?} failed: {stderr}\n{}",
+        f.openmcp.diagnostics()
+    );
+    assert!(stderr.contains("service kind registered"), "{stderr}");
+
+    // The kubelet ran the Job to success.
+    let done = json!({"status": {"succeeded": 1}});
+    jobs.patch_status(&job_name, &PatchParams::default(), &Patch::Merge(&done)).await.expect("Job status");
+    let deployments: Api<Deployment> = Api::namespaced(f.platform.clone(), SYSTEM_NAMESPACE);
+    let name = format!("sp-{provider}");
+    let deployment = eventually("the Deployment", WAIT, || async { deployments.get_opt(&name).await.unwrap() }).await;
+    let args = container_args(&deployment.spec.template);
+    assert_eq!(args.first().map(String::as_str), Some("run"), "{args:?}");
+
+    // `run` with those arguments; only the listening ports are the test's.
+    let metrics = host_test_support::process::free_port();
+    let mut run_args: Vec<std::ffi::OsString> = args
+        .iter()
+        .filter(|a| !a.starts_with("--metrics-bind-address") && !a.starts_with("--health-probe-bind-address"))
+        .map(Into::into)
+        .collect();
+    run_args.extend([
+        format!("--metrics-bind-address=127.0.0.1:{metrics}").into(),
+        "--health-probe-bind-address=0".into(),
+        "--plugin".into(),
+        plugins::plugin_path(plugins::KRO).into_os_string(),
+    ]);
+    let pod_env = [("POD_NAMESPACE", SYSTEM_NAMESPACE), ("POD_NAME", "run-pod")];
+    let log = std::env::temp_dir().join(format!("{provider}-run.log"));
+    let _run = launcher.command(&run_args, &f.env.platform.kubeconfig_path(), &pod_env).spawn(Some(&log));
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    let ready = tokio::time::timeout(f.wait, f.wait_ready("mcp-01")).await;
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(ready.is_ok(), "run with {args:?}: {}\n{}", log_text(), f.openmcp.diagnostics());
+
+    // The kubelet made the Deployment available: the ServiceProvider is
+    // Ready and still lists the service kind.
+    let live = deployments.get(&name).await.unwrap();
+    let replicas = live.spec.replicas.unwrap_or(1);
+    let status = json!({"status": {
+        "observedGeneration": live.metadata.generation, "replicas": replicas,
+        "updatedReplicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
+    }});
+    deployments.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.expect("Deployment status");
+    let sp = eventually("the ServiceProvider Ready", WAIT, || async {
+        let sp = serde_json::to_value(providers.get(&provider).await.unwrap()).unwrap();
+        (sp["status"]["phase"] == "Ready").then_some(sp)
+    })
+    .await;
+    assert_eq!(
+        sp["status"]["resources"],
+        json!([{"group": "kro.services.open-control-plane.io", "version": "v1alpha1", "kind": "Kro"}]),
+        "{sp}"
+    );
+
+    f.delete_kro("mcp-01").await;
+    let gone = tokio::time::timeout(f.wait + Duration::from_secs(5), f.wait_gone("mcp-01")).await;
+    assert!(gone.is_ok(), "deletion: {}", log_text());
 }

@@ -227,8 +227,14 @@ impl Fixture {
 
     /// Like [`Self::with_openmcp`], for instances of another service kind.
     pub async fn with_openmcp_service(options: Options, service: Service) -> Fixture {
+        Self::with_openmcp_setup(options, service, Setup::default()).await
+    }
+
+    /// Like [`Self::with_openmcp_service`], placed and named by `setup`
+    /// (its `env` and `openmcp` are openmcp-operator's).
+    pub async fn with_openmcp_setup(options: Options, service: Service, setup: Setup) -> Fixture {
         let openmcp = envtest::openmcp::shared().await.expect("openmcp-operator");
-        let setup = Setup { env: Some(&openmcp.env), openmcp: Some(openmcp), ..Setup::default() };
+        let setup = Setup { env: Some(&openmcp.env), openmcp: Some(openmcp), ..setup };
         Self::start(options, service, false, setup).await
     }
 
