@@ -58,6 +58,10 @@ fn control_plane_rules() -> Vec<PolicyRule> {
             ALL,
         ),
         PolicyRule::new(&["apps"], &["deployments"], ALL),
+        // helm-controller's readiness wait reads a Deployment's ReplicaSets
+        // and Pods to tell whether it rolled out (kstatus).
+        PolicyRule::new(&["apps"], &["replicasets"], READ),
+        PolicyRule::new(&[""], &["pods"], READ),
         PolicyRule::new(&["networking.k8s.io"], &["networkpolicies"], ALL),
         PolicyRule::new(&["apiextensions.k8s.io"], &["customresourcedefinitions"], ALL),
         PolicyRule::new(
@@ -177,8 +181,13 @@ mod tests {
         for r in &rules {
             assert!(!r.api_groups.iter().chain(&r.resources).any(|x| x == "*"), "{r:?}");
         }
-        let reads = rules.iter().filter(|r| r.verbs == ["get", "list", "watch"]).count();
-        assert_eq!(reads, 3, "the Flux object groups are read-only");
+        let read_only: Vec<&str> = rules
+            .iter()
+            .filter(|r| r.verbs == ["get", "list", "watch"])
+            .flat_map(|r| r.api_groups.iter().map(String::as_str))
+            .collect();
+        let flux = read_only.iter().filter(|g| g.ends_with(".toolkit.fluxcd.io")).count();
+        assert_eq!(flux, 3, "the Flux object groups are read-only: {read_only:?}");
     }
 
     #[test]

@@ -58,6 +58,10 @@ fn control_plane_rules() -> Vec<PolicyRule> {
         PolicyRule::new(&[""], &["namespaces"], ALL),
         PolicyRule::new(&[""], &["secrets", "configmaps", "serviceaccounts", "services"], ALL),
         PolicyRule::new(&["apps"], &["deployments"], ALL),
+        // helm-controller's readiness wait reads a Deployment's ReplicaSets
+        // and Pods to tell whether it rolled out (kstatus).
+        PolicyRule::new(&["apps"], &["replicasets"], &["get", "list", "watch"]),
+        PolicyRule::new(&[""], &["pods"], &["get", "list", "watch"]),
         PolicyRule::new(&["apiextensions.k8s.io"], &["customresourcedefinitions"], ALL),
         PolicyRule::new(
             &["rbac.authorization.k8s.io"],
