@@ -342,3 +342,36 @@ envtest::real_flux_test! {
         eprintln!("real-flux: unreachable-ControlPlane test took {:?}", test_started.elapsed());
     }
 }
+
+envtest::real_flux_test! {
+    /// On openmcp-operator v1.3.0 with the test cluster provider (#26):
+    /// the kubeconfig helm-controller installs kro with is a ServiceAccount
+    /// token with exactly the Kro plugin's ControlPlane rules, and that is
+    /// enough for the whole chart (CRDs, RBAC, Deployment, Helm's release
+    /// record) and for the uninstall.
+    async fn on_openmcp_helm_installs_and_uninstalls_kro_with_the_scoped_token() {
+        let mut f = Fixture::with_real_flux_on_openmcp(&["mcp-01"]).await;
+        f.registry_credentials(PULL, None).await;
+        let versions = json!([pulled_with_secret(&f, "v0.9.1", "0.9.1")]);
+        let kro = ready_kro(&mut f, versions, "v0.9.1").await;
+        assert_eq!(ready(&kro)["reason"], "ReconcileSuccess");
+
+        let ar = f.access_requests("mcp-01").get(AR_NAME).await.expect("AccessRequest");
+        assert_eq!(ar.metadata.labels.as_ref().unwrap()["clusters.openmcp.cloud/provider"], "envtest");
+        let secret_name = ar.data["status"]["secretRef"]["name"].as_str().unwrap().to_string();
+        let kubeconfig = secret(&Api::namespaced(f.platform.clone(), &f.tenant("mcp-01")), &secret_name).await;
+        let text = String::from_utf8(kubeconfig.data.unwrap()["kubeconfig"].0.clone()).unwrap();
+        assert!(text.contains("token:") && !text.contains("client-key"), "helm-controller installs with a token");
+        let release = f.flux_object("HelmRelease", "mcp-01").await.expect("HelmRelease");
+        assert_eq!(release["spec"]["kubeConfig"]["secretRef"]["name"], secret_name.as_str());
+        assert_eq!(latest_release(&release)["status"], "deployed");
+        assert!(f.kro_deployment().await.is_some(), "kro-system/kro on the ControlPlane");
+        assert!(f.rgd_crd().await.is_some(), "kro's CRD on the ControlPlane");
+
+        f.delete_kro("mcp-01").await;
+        f.wait_gone("mcp-01").await;
+        assert!(f.kro_deployment().await.is_none(), "kro uninstalled with the same token");
+        assert!(f.control_plane_secret(KRO_SYSTEM, "sh.helm.release.v1.kro.v1").await.is_none(), "no Helm record");
+        f.stop_operator().await;
+    }
+}

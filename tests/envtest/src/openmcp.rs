@@ -208,6 +208,28 @@ async fn wait_for_workers(process: &mut ServerProcess, timeout: Duration) -> Res
     }
 }
 
+impl OpenMcp {
+    /// The real Flux chain on this environment's platform cluster, started
+    /// once (it acts on every namespace there: tests that use it run on
+    /// openmcp-operator with the real chain only).
+    pub async fn real_flux(&'static self) -> Result<&'static crate::RealFlux> {
+        static SHARED: tokio::sync::OnceCell<std::result::Result<crate::RealFlux, String>> =
+            tokio::sync::OnceCell::const_new();
+        let result = SHARED
+            .get_or_init(|| async {
+                crate::bins::FluxBinaries::locate().map_err(|e| e.to_string())?;
+                let start = crate::RealFlux::start(&self.env.platform, crate::RealFluxOptions::default());
+                match crate::runtime().spawn(start).await {
+                    Ok(Ok(flux)) => Ok(flux),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(join) => Err(format!("start-up task failed: {join}")),
+                }
+            })
+            .await;
+        result.as_ref().map_err(|e| Error::SharedStartFailed(format!("real Flux chain on openmcp: {e}")))
+    }
+}
+
 /// The [`OpenMcp`] of this test binary, started once on
 /// [`crate::runtime()`] and torn down with the binary; a start-up failure
 /// is remembered and reported to every caller.

@@ -247,12 +247,24 @@ impl Fixture {
         Self::start(options, Service::KRO, true, Setup::default()).await
     }
 
+    /// A fixture with the real Flux chain on openmcp-operator's platform
+    /// cluster, with RBAC-scoped tokens: helm-controller installs with the
+    /// plugin's token rules. Only in a test binary where no Flux simulator
+    /// runs on that platform.
+    pub async fn with_real_flux_on_openmcp(instances: &[&str]) -> Fixture {
+        let openmcp = envtest::openmcp::shared().await.expect("openmcp-operator");
+        let options = Options { instances: instances.iter().map(|i| i.to_string()).collect(), ..Options::default() };
+        let setup = Setup { env: Some(&openmcp.env), openmcp: Some(openmcp), ..Setup::default() };
+        Self::start(options, Service::KRO, true, setup).await
+    }
+
     async fn start(options: Options, service: Service, real_flux: bool, setup: Setup) -> Fixture {
         // The chain first: it fails fast, before any cluster starts, when the
         // Flux binaries are missing.
-        let chain = match real_flux {
-            true => Some(envtest::real_flux::shared().await.expect("the real Flux chain")),
-            false => None,
+        let chain = match (real_flux, setup.openmcp) {
+            (true, Some(openmcp)) => Some(openmcp.real_flux().await.expect("the real Flux chain on openmcp")),
+            (true, None) => Some(envtest::real_flux::shared().await.expect("the real Flux chain")),
+            (false, _) => None,
         };
         let env = match setup.env {
             Some(env) => env,
