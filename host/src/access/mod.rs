@@ -74,11 +74,20 @@ pub enum Target {
 }
 
 impl Target {
-    /// Name suffix and purpose label part (openmcp: `mcp`, `wl`).
+    /// Name suffix (openmcp's library: `mcp`, `wl`).
     pub fn suffix(self) -> &'static str {
         match self {
             Target::ControlPlane => "mcp",
             Target::Workload => "wl",
+        }
+    }
+
+    /// The part of the purpose label (openmcp's library: the registration's
+    /// id, `mcp` or `workload`).
+    pub fn id(self) -> &'static str {
+        match self {
+            Target::ControlPlane => "mcp",
+            Target::Workload => "workload",
         }
     }
 
@@ -110,7 +119,18 @@ impl InstanceAccess<'_> {
 
     /// The labels that mark the requests as ours (openmcp's scheme).
     pub fn labels(&self) -> Value {
-        let purpose = format!("{}.{}.{}", self.instance_namespace, self.instance_name, self.target.suffix());
+        self.labels_with(self.target.id())
+    }
+
+    /// The labels a host before 0.2 gave a workload request: the name
+    /// suffix `wl` where openmcp's library writes `workload`. Still
+    /// recognised as the instance's, and relabelled.
+    pub fn legacy_labels(&self) -> Option<Value> {
+        (self.target.suffix() != self.target.id()).then(|| self.labels_with(self.target.suffix()))
+    }
+
+    fn labels_with(&self, purpose_part: &str) -> Value {
+        let purpose = format!("{}.{}.{}", self.instance_namespace, self.instance_name, purpose_part);
         json!({
             LABEL_MANAGED_BY: names::label_value(self.controller),
             LABEL_MANAGED_PURPOSE: names::label_value(&purpose),
@@ -139,7 +159,12 @@ impl InstanceAccess<'_> {
         json!({
             "apiVersion": format!("{GROUP}/v1alpha1"),
             "kind": "ClusterRequest",
-            "metadata": {"name": self.name(), "namespace": self.tenant_namespace, "labels": self.labels()},
+            "metadata": {
+                "name": self.name(),
+                "namespace": self.tenant_namespace,
+                "labels": self.labels(),
+                "finalizers": [FINALIZER],
+            },
             "spec": {"purpose": "workload"},
         })
     }
@@ -275,7 +300,7 @@ mod tests {
         assert_eq!(workload.name(), "kro.services.open-control-plane.io--test-mcp--wl");
         let ar = workload.manifest();
         assert_eq!(ar["spec"]["requestRef"]["name"], "kro.services.open-control-plane.io--test-mcp--wl");
-        assert_eq!(ar["metadata"]["labels"]["openmcp.cloud/managed-purpose"], "default.test-mcp.wl");
+        assert_eq!(ar["metadata"]["labels"]["openmcp.cloud/managed-purpose"], "default.test-mcp.workload");
         let cr = workload.cluster_request_manifest();
         assert_eq!(cr["spec"]["purpose"], "workload");
         assert_eq!(cr["metadata"]["name"], ar["metadata"]["name"]);

@@ -28,6 +28,12 @@ fn has_labels(meta: &ObjectMeta, labels: &Value) -> bool {
         .is_some_and(|want| want.iter().all(|(k, v)| live.and_then(|l| l.get(k)).map(String::as_str) == v.as_str()))
 }
 
+/// Whether `meta` has the instance's labels, today's or a former host's
+/// ([`InstanceAccess::legacy_labels`]).
+fn labelled(meta: &ObjectMeta, request: &InstanceAccess<'_>) -> bool {
+    has_labels(meta, &request.labels()) || request.legacy_labels().is_some_and(|l| has_labels(meta, &l))
+}
+
 /// Creates the namespace if it does not exist yet (the ControlPlane
 /// controller normally has). Never updates or deletes it. Called only when
 /// creating a request there found no namespace: where it exists, as it
@@ -109,9 +115,9 @@ impl Handle {
     /// What is there: from the store when it knows, else from the API.
     /// A labelled request without the annotation is read from the API
     /// (stores keep no `managedFields`) to see who wrote it.
-    async fn find(&self, labels: &Value, mark: &Mark<'_>, cached: Lookup) -> Result<Found, Error> {
+    async fn find(&self, request: &InstanceAccess<'_>, mark: &Mark<'_>, cached: Lookup) -> Result<Found, Error> {
         let Some(mut live) = self.get(cached).await? else { return Ok(Found::Missing) };
-        if !has_labels(&live.metadata, labels) {
+        if !labelled(&live.metadata, request) {
             return Ok(Found::Foreign);
         }
         if mark.annotated(&live.metadata) {
@@ -203,13 +209,13 @@ pub async fn ensure_access_request(
 ) -> Result<Ensured, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
     let mark = Mark::annotated_for(request, field_manager);
-    let mut found = handle.find(&request.labels(), &mark, cached).await?;
+    let mut found = handle.find(request, &mark, cached).await?;
     if let Found::Missing = found {
         match handle.create(request.manifest(), field_manager).await {
             Ok(live) => return Ok(Ensured { live, created: true, adopted: None }),
             // Ours, not yet seen by the store, or someone else's.
             Err(Error::Kube { source: kube::Error::Api(s), .. }) if s.is_already_exists() => {
-                found = handle.find(&request.labels(), &mark, Lookup::Unknown).await?;
+                found = handle.find(request, &mark, Lookup::Unknown).await?;
             }
             Err(e) => return Err(e),
         }
@@ -231,7 +237,10 @@ pub async fn ensure_access_request(
     let mut finalizers = finalizers(&live);
     let finalized = finalizers.iter().any(|f| f == FINALIZER);
     // (A predecessor's request is never annotated: it is always written.)
-    let current = live.data.pointer("/spec/token") == Some(&token) && finalized && mark.annotated(&live.metadata);
+    let current = live.data.pointer("/spec/token") == Some(&token)
+        && finalized
+        && mark.annotated(&live.metadata)
+        && has_labels(&live.metadata, &request.labels());
     if current {
         return Ok(Ensured { live, created: false, adopted: None });
     }
@@ -239,7 +248,11 @@ pub async fn ensure_access_request(
         finalizers.push(FINALIZER.to_string());
     }
     let patch = json!({
-        "metadata": {"finalizers": finalizers, "annotations": {ANNOTATION_INSTANCE: request.annotation()}},
+        "metadata": {
+            "finalizers": finalizers,
+            "labels": request.labels(),
+            "annotations": {ANNOTATION_INSTANCE: request.annotation()},
+        },
         "spec": {"token": replacing(live.data.pointer("/spec/token"), token)},
     });
     let live = handle
@@ -273,46 +286,76 @@ pub async fn delete_access_request(
 ) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
     let mark = Mark::annotated_for(request, field_manager);
-    let live = match handle.find(&request.labels(), &mark, cached).await? {
+    let live = match handle.find(request, &mark, cached).await? {
         Found::Missing | Found::Foreign | Found::Predecessor(_) => return Ok(true),
         Found::Ours(live) => live,
     };
     if !deleting(&live) {
         return handle.delete().await;
     }
-    if finalizers(&live) == [FINALIZER] {
-        let patch = json!({"metadata": {"finalizers": [], "resourceVersion": live.metadata.resource_version}});
-        match handle.api.patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => {}
-            Err(e) => return Err(Error::kube(format!("removing the finalizer of {}", handle.what), e)),
-        }
-    }
+    release_finalizer(&handle, &live).await?;
     Ok(false)
 }
 
 /// Creates the workload ClusterRequest if it does not exist (its spec is
-/// immutable). Returns the live object.
+/// immutable), with the cluster-access finalizer as openmcp's library
+/// does; one a former host made gets today's labels and the finalizer.
+/// Returns the live object.
 pub async fn ensure_cluster_request(
     platform: &Client,
     request: &InstanceAccess<'_>,
     field_manager: &str,
 ) -> Result<DynamicObject, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    match handle.find(&request.labels(), &Mark::Labels, Lookup::Unknown).await? {
-        Found::Missing => handle.create(request.cluster_request_manifest(), field_manager).await,
-        Found::Foreign | Found::Predecessor(_) => Err(handle.not_ours()),
-        Found::Ours(live) => Ok(*live),
+    let live = match handle.find(request, &Mark::Labels, Lookup::Unknown).await? {
+        Found::Missing => return handle.create(request.cluster_request_manifest(), field_manager).await,
+        Found::Foreign | Found::Predecessor(_) => return Err(handle.not_ours()),
+        Found::Ours(live) => *live,
+    };
+    let mut finalizers = finalizers(&live);
+    let current = finalizers.iter().any(|f| f == FINALIZER) && has_labels(&live.metadata, &request.labels());
+    if current || deleting(&live) {
+        return Ok(live);
     }
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        finalizers.push(FINALIZER.to_string());
+    }
+    let patch = json!({"metadata": {"finalizers": finalizers, "labels": request.labels()}});
+    handle
+        .api
+        .patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("updating {}", handle.what), e))
 }
 
-/// Deletes the workload ClusterRequest; returns true once it is gone.
+/// Deletes the workload ClusterRequest and, once only the cluster-access
+/// finalizer is left on it, removes that finalizer; returns true once it
+/// is gone.
 pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    match handle.find(&request.labels(), &Mark::Labels, Lookup::Unknown).await? {
-        Found::Missing | Found::Foreign | Found::Predecessor(_) => Ok(true),
-        Found::Ours(live) if !deleting(&live) => handle.delete().await,
-        Found::Ours(_) => Ok(false),
+    let live = match handle.find(request, &Mark::Labels, Lookup::Unknown).await? {
+        Found::Missing | Found::Foreign | Found::Predecessor(_) => return Ok(true),
+        Found::Ours(live) => live,
+    };
+    if !deleting(&live) {
+        return handle.delete().await;
+    }
+    release_finalizer(&handle, &live).await?;
+    Ok(false)
+}
+
+/// Removes the cluster-access finalizer once it is the last one (as the
+/// openmcp library does); a conflict or a request gone meanwhile is the
+/// next round's.
+async fn release_finalizer(handle: &Handle, live: &DynamicObject) -> Result<(), Error> {
+    if finalizers(live) != [FINALIZER] {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"finalizers": [], "resourceVersion": live.metadata.resource_version}});
+    match handle.api.patch(&handle.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
+        Err(e) => Err(Error::kube(format!("removing the finalizer of {}", handle.what), e)),
     }
 }
 
@@ -326,7 +369,7 @@ pub async fn get_access_request(
 ) -> Result<Option<DynamicObject>, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
     let mark = Mark::annotated_for(request, field_manager);
-    Ok(match handle.find(&request.labels(), &mark, cached).await? {
+    Ok(match handle.find(request, &mark, cached).await? {
         Found::Ours(live) => Some(*live),
         Found::Missing | Found::Foreign | Found::Predecessor(_) => None,
     })

@@ -854,20 +854,65 @@ async fn a_steady_state_reconcile_with_the_watches_running_makes_no_request() {
 
 #[tokio::test]
 async fn a_plugin_that_asks_for_a_workload_cluster_gets_one() {
-    let mut f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true }).await;
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true }).await;
+    workload_cluster_lifecycle(f, false).await;
+}
+
+/// A workload ClusterRequest a host before 0.2 made (purpose label `.wl`,
+/// no finalizer) is this instance's: it keeps its UID and gets openmcp's
+/// labels and finalizer.
+#[tokio::test]
+async fn a_workload_request_of_a_former_host_is_relabelled_in_place() {
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true }).await;
+    workload_cluster_lifecycle(f, true).await;
+}
+
+/// The workload-echo plugin's lifecycle on `f` (also on openmcp-operator:
+/// `crate::openmcp`), optionally with a workload ClusterRequest labelled as
+/// a former host labelled it already there.
+pub(crate) async fn workload_cluster_lifecycle(mut f: Fixture, former: bool) {
+    let name = "kro.services.open-control-plane.io--mcp-01--wl";
+    let tenant = f.tenant("mcp-01");
+    let requests: Api<DynamicObject> =
+        Api::namespaced_with(f.platform.clone(), &tenant, &service_provider_host::access::cluster_request_resource());
+    let onboarding_namespace = f.ns.clone();
+    let purpose = |suffix: &str| format!("{onboarding_namespace}.mcp-01.{suffix}");
+    let former_uid = match former {
+        false => None,
+        true => {
+            let labels = json!({
+                "openmcp.cloud/managed-by": "kro.services.open-control-plane.io",
+                "openmcp.cloud/managed-purpose": purpose("wl"),
+                "openmcp.cloud/onboarding-name": "mcp-01",
+                "openmcp.cloud/onboarding-namespace": f.ns,
+            });
+            let request: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "clusters.openmcp.cloud/v1alpha1", "kind": "ClusterRequest",
+                "metadata": {"name": name, "namespace": tenant, "labels": labels},
+                "spec": {"purpose": "workload"},
+            }))
+            .unwrap();
+            Some(requests.create(&Default::default(), &request).await.expect("a former host's request").metadata.uid)
+        }
+    };
     f.provider_config(json!([version("v1", "1")])).await;
     f.start_operator_with(workload_echo_plugin()).await;
     f.create_kro("mcp-01", "v7").await;
     f.wait_ready("mcp-01").await;
 
-    let name = "kro.services.open-control-plane.io--mcp-01--wl";
-    let tenant = f.tenant("mcp-01");
-    let requests: Api<DynamicObject> =
-        Api::namespaced_with(f.platform.clone(), &tenant, &service_provider_host::access::cluster_request_resource());
     let request = get(&requests, name).await.expect("workload ClusterRequest");
     assert_eq!(request["spec"]["purpose"], "workload");
+    // openmcp's library's labels and finalizer (its purpose label names the
+    // registration, `workload`; the name suffix is `wl`).
+    assert_eq!(request["metadata"]["labels"]["openmcp.cloud/managed-purpose"], purpose("workload"));
+    let finalizers = request["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+    assert!(finalizers.iter().any(|x| x == "clusters.openmcp.cloud/clusteraccess"), "{finalizers:?}");
+    if let Some(uid) = former_uid {
+        assert_eq!(request["metadata"]["uid"].as_str(), uid.as_deref(), "relabelled in place");
+    }
     let ar = get(&f.access_requests("mcp-01"), name).await.expect("workload AccessRequest");
     assert_eq!(ar["spec"]["requestRef"]["name"], name);
+    assert_eq!(ar["metadata"]["labels"]["openmcp.cloud/managed-purpose"], purpose("workload"));
     assert_eq!(ar["spec"]["token"]["permissions"][0]["rules"][0]["resources"], json!(["configmaps"]));
 
     let on_workload: Api<k8s_openapi::api::core::v1::ConfigMap> =
