@@ -253,3 +253,14 @@ async fn a_service_provider_openmcp_deploys_runs_init_and_run_with_its_arguments
     let gone = tokio::time::timeout(f.wait + Duration::from_secs(5), f.wait_gone("mcp-01")).await;
     assert!(gone.is_ok(), "deletion: {}", log_text());
 }
+
+/// A plugin that asks for a workload cluster, on openmcp-operator: the
+/// host's workload ClusterRequest is scheduled onto a `Cluster` of its own,
+/// the AccessRequest for it granted as a token with the plugin's workload
+/// rules; deletion releases both.
+#[tokio::test]
+async fn a_workload_cluster_is_granted_by_openmcp_operator() {
+    let options = Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true };
+    let f = Fixture::with_openmcp(options).await;
+    crate::lifecycle::workload_cluster_lifecycle(f, false).await;
+}

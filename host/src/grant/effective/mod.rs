@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use service_provider_sdk::contract::{Descriptor, Detail as ObservedDetail, NamespaceScope, Observation, PolicyRule};
+use service_provider_sdk::contract::{
+    Cluster, Descriptor, Detail as ObservedDetail, NamespaceScope, Observation, PolicyRule,
+};
 
 use super::hard::{self, Own};
 use super::{Detail, Grant, GrantError, ObserveRule, listed};
@@ -89,12 +91,13 @@ impl Effective {
                 (o.id.clone(), keys.collect())
             })
             .collect();
-        let control_plane_rules = granted_rules(
+        let mut control_plane_rules = granted_rules(
             "ControlPlane",
             &descriptor.access.control_plane_rules,
             &grant.token_rules.control_plane,
             &mut refused,
         );
+        control_plane_rules.extend(crd_rule(descriptor, Cluster::ControlPlane, &identity.crds));
         let mut workload_rules = Vec::new();
         let mut workload_cluster = descriptor.access.workload_cluster;
         if workload_cluster && grant.token_rules.workload.is_empty() {
@@ -103,6 +106,7 @@ impl Effective {
         } else if workload_cluster {
             workload_rules =
                 granted_rules("workload", &descriptor.access.workload_rules, &grant.token_rules.workload, &mut refused);
+            workload_rules.extend(crd_rule(descriptor, Cluster::Workload, &identity.crds));
         }
         let own = Own::of(descriptor, &identity.crds);
         Ok(Effective {
@@ -158,6 +162,30 @@ fn covers(rule: &ObserveRule, o: &Observation) -> bool {
         NamespaceScope::Any => any_namespace,
         NamespaceScope::ClusterScoped => rule.cluster_scoped,
     }
+}
+
+/// What the host itself does with an instance's token on a tenant cluster:
+/// install the plugin's CRDs for that cluster (`run`, see `crate::crds`)
+/// and wait for them to be established. Named CRDs only, and only those
+/// the grant's identity lists (its consent to their installation); none
+/// when the plugin brings no CRD there.
+fn crd_rule(descriptor: &Descriptor, cluster: Cluster, granted: &[String]) -> Option<PolicyRule> {
+    let mut names: Vec<String> = descriptor
+        .crds
+        .iter()
+        .filter(|c| c.cluster == cluster)
+        .filter_map(|c| serde_saphyr::from_str::<serde_json::Value>(&c.manifest).ok())
+        .filter_map(|m| m["metadata"]["name"].as_str().map(str::to_string))
+        .filter(|name| granted.contains(name))
+        .collect();
+    names.sort();
+    names.dedup();
+    (!names.is_empty()).then(|| PolicyRule {
+        api_groups: vec!["apiextensions.k8s.io".into()],
+        resources: vec!["customresourcedefinitions".into()],
+        resource_names: names,
+        verbs: ["get", "list", "watch", "create", "patch", "update"].map(String::from).to_vec(),
+    })
 }
 
 /// The requested rules a grant covers; the others are reported.

@@ -28,7 +28,7 @@ impl Provider for Echo {
             access: Access {
                 control_plane_rules: vec![configmaps(&["get"])],
                 workload_cluster: true,
-                workload_rules: vec![configmaps(&["get", "create", "update", "patch", "delete"])],
+                workload_rules: vec![configmaps(&["get", "list", "watch", "create", "update", "patch", "delete"])],
             },
             capabilities: vec![Capability {
                 cluster: Cluster::Workload,
