@@ -264,3 +264,69 @@ async fn a_workload_cluster_is_granted_by_openmcp_operator() {
     let f = Fixture::with_openmcp(options).await;
     crate::lifecycle::workload_cluster_lifecycle(f, false).await;
 }
+
+/// A ControlPlane deleted through openmcp-operator's own `mcp run`: openmcp
+/// deletes the service object named like the ControlPlane first, for every
+/// kind a ServiceProvider registered, and waits for it; the host tears the
+/// installation down (here: the pull secret copy in `kro-system`) while
+/// its access is still granted; only then does openmcp delete the
+/// ControlPlane's ClusterRequest.
+#[tokio::test]
+async fn a_control_plane_deleted_through_openmcp_takes_its_kro_first() {
+    use envtest::openmcp::control_plane_resource;
+    use service_provider_host::init;
+
+    let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
+    let mut f = Fixture::with_openmcp(options).await;
+    let OpenMcp::Real(openmcp) = &f.openmcp else { unreachable!("an openmcp fixture") };
+    openmcp.control_planes().await.expect("openmcp-operator mcp run");
+
+    // The ServiceProvider with the kind init registers.
+    let providers: Api<DynamicObject> = Api::all_with(f.platform.clone(), &init::service_provider_resource());
+    let sp: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+        "metadata": {"name": f.provider}, "spec": {"image": "example.org/service-provider-host:test"},
+    }))
+    .unwrap();
+    providers.create(&Default::default(), &sp).await.expect("ServiceProvider");
+    let kro = plugin();
+    init::register_when_reconciled(kro.descriptor(), &f.platform, &f.provider, f.wait).await.expect("registered");
+
+    // The tenant's ControlPlane, reconciled by `mcp run`.
+    let control_planes: Api<DynamicObject> =
+        Api::namespaced_with(f.onboarding.clone(), &f.ns, &control_plane_resource());
+    let control_plane: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "core.open-control-plane.io/v2alpha1", "kind": "ControlPlane",
+        "metadata": {"name": "mcp-01", "namespace": f.ns}, "spec": {"iam": {}},
+    }))
+    .unwrap();
+    control_planes.create(&Default::default(), &control_plane).await.expect("ControlPlane");
+    eventually("mcp run's finalizer on the ControlPlane", f.wait, || async {
+        let live = control_planes.get("mcp-01").await.unwrap();
+        live.metadata.finalizers.filter(|f| !f.is_empty()).map(|_| ())
+    })
+    .await;
+
+    with_image_pull_secret(&f).await;
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+    let on_cp: Api<Secret> = Api::namespaced(f.control_plane.clone(), "kro-system");
+    on_cp.get("pull").await.expect("the pull secret copy on the ControlPlane");
+
+    control_planes.delete("mcp-01", &Default::default()).await.expect("ControlPlane deleted");
+    let gone = tokio::time::timeout(f.wait * 2, f.wait_gone("mcp-01")).await;
+    assert!(gone.is_ok(), "openmcp deletes the Kro first: {}", f.openmcp.diagnostics());
+    assert!(on_cp.get_opt("pull").await.unwrap().is_none(), "the host cleaned up while it had access");
+    assert!(get(&f.access_requests("mcp-01"), AR).await.is_none(), "the host's request is gone");
+    let requests: Api<DynamicObject> = Api::namespaced_with(
+        f.platform.clone(),
+        &f.tenant("mcp-01"),
+        &service_provider_host::access::cluster_request_resource(),
+    );
+    eventually("openmcp deletes the ControlPlane's ClusterRequest", f.wait, || async {
+        requests.get_opt("mcp-01").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    f.stop_operator().await;
+}

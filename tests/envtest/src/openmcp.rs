@@ -122,7 +122,7 @@ impl OpenMcp {
         let env_vars = [("POD_NAMESPACE", std::ffi::OsStr::new(SYSTEM_NAMESPACE))];
         let log = dir.path().join("openmcp-operator.log");
         let mut operator = ServerProcess::spawn_with_env("openmcp-operator", &binary, &args, &env_vars, &log)?;
-        wait_for_workers(&mut operator, Duration::from_secs(60)).await?;
+        wait_for_workers(&mut operator, 3, Duration::from_secs(60)).await?;
         Ok(Self { env, targets, operator: Mutex::new(operator), provider, dir })
     }
 
@@ -185,8 +185,8 @@ async fn ensure_namespace(client: &kube::Client, name: &str, labels: BTreeMap<St
     }
 }
 
-/// Until the operator logged that the workers of its controllers run.
-async fn wait_for_workers(process: &mut ServerProcess, timeout: Duration) -> Result<()> {
+/// Until the operator logged that the workers of `controllers` run.
+async fn wait_for_workers(process: &mut ServerProcess, controllers: usize, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(e) = process.exited_error() {
@@ -194,7 +194,7 @@ async fn wait_for_workers(process: &mut ServerProcess, timeout: Duration) -> Res
         }
         let log = std::fs::read_to_string(process.log_path()).unwrap_or_default();
         let started = log.lines().filter(|l| l.contains("Starting workers")).count();
-        if started >= 3 {
+        if started >= controllers {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -208,7 +208,71 @@ async fn wait_for_workers(process: &mut ServerProcess, timeout: Duration) -> Res
     }
 }
 
+/// The ControlPlane CRD `mcp run` reconciles, on the onboarding cluster.
+pub const CONTROL_PLANE_CRD: &[ModuleCrd] = &[ModuleCrd {
+    module: OPENMCP_API,
+    version: OPENMCP_OPERATOR_VERSION,
+    path: "crds/manifests/core.open-control-plane.io_controlplanes.yaml",
+    purpose: Purpose::Onboarding,
+}];
+
+/// `ControlPlane` (`core.open-control-plane.io/v2alpha1`) on the onboarding
+/// cluster.
+pub fn control_plane_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "core.open-control-plane.io".into(),
+        version: "v2alpha1".into(),
+        api_version: "core.open-control-plane.io/v2alpha1".into(),
+        kind: "ControlPlane".into(),
+        plural: "controlplanes".into(),
+    }
+}
+
 impl OpenMcp {
+    /// openmcp-operator's `mcp run` (the ControlPlane controller) on this
+    /// environment, started once: it gets its onboarding access through
+    /// openmcp like any provider (the test cluster provider grants it),
+    /// then reconciles ControlPlanes; deleting one deletes the service
+    /// objects named like it first, then its requests.
+    pub async fn control_planes(&'static self) -> Result<()> {
+        static STARTED: tokio::sync::OnceCell<std::result::Result<Mutex<ServerProcess>, String>> =
+            tokio::sync::OnceCell::const_new();
+        let started = STARTED
+            .get_or_init(|| async {
+                let start = async {
+                    let crds = tokio::task::spawn_blocking(|| crds::module_crds(CONTROL_PLANE_CRD))
+                        .await
+                        .map_err(|e| Error::Other(format!("CRD resolution task failed: {e}")))??;
+                    crds::install(&self.env.onboarding.client().await?, &crds, Duration::from_secs(60)).await?;
+                    let args = [
+                        "mcp".to_string(),
+                        "run".into(),
+                        "--environment=test".into(),
+                        "--provider-name=mcp".into(),
+                        format!("--kubeconfig={}", self.dir.path().join("platform-kubeconfig.yaml").display()),
+                        format!("--config={}", self.dir.path().join("config.yaml").display()),
+                        "--health-probe-bind-address=0".into(),
+                        "--metrics-bind-address=0".into(),
+                    ];
+                    let env_vars = [("POD_NAMESPACE", std::ffi::OsStr::new(SYSTEM_NAMESPACE))];
+                    let log = self.dir.path().join("openmcp-mcp.log");
+                    let mut process = ServerProcess::spawn_with_env(
+                        "openmcp-operator mcp",
+                        &operator_binary()?,
+                        &args,
+                        &env_vars,
+                        &log,
+                    )?;
+                    // Onboarding access first (polled every 10 s), then one controller.
+                    wait_for_workers(&mut process, 1, Duration::from_secs(120)).await?;
+                    Ok::<_, Error>(Mutex::new(process))
+                };
+                crate::runtime().spawn(start).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
+            })
+            .await;
+        started.as_ref().map(|_| ()).map_err(|e| Error::SharedStartFailed(format!("openmcp-operator mcp run: {e}")))
+    }
+
     /// The real Flux chain on this environment's platform cluster, started
     /// once (it acts on every namespace there: tests that use it run on
     /// openmcp-operator with the real chain only).
