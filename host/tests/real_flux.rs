@@ -375,3 +375,40 @@ envtest::real_flux_test! {
         f.stop_operator().await;
     }
 }
+
+envtest::real_flux_test! {
+    /// On openmcp-operator (#26), the proof that the token is what Helm
+    /// installs with: the operator's grant takes the Deployment rule out of
+    /// the Kro plugin's ControlPlane token, helm-controller's install of the
+    /// kro chart is refused by RBAC, and the Kro's status says so in Helm's
+    /// and the API server's words.
+    async fn on_openmcp_a_token_rule_taken_away_fails_the_helm_install_clearly() {
+        use service_provider_host::grant::{Effective, Grant};
+        use service_provider_host::plan::Planner;
+
+        let mut f = Fixture::with_real_flux_on_openmcp(&["mcp-01"]).await;
+        f.registry_credentials(PULL, None).await;
+        f.provider_config(json!([pulled_with_secret(&f, "v0.9.1", "0.9.1")])).await;
+        let kro = host_test_support::plugins::plugin();
+        let mut grant = Grant::default_grant();
+        let rules = &kro.descriptor().access.control_plane_rules;
+        grant.token_rules.control_plane =
+            rules.iter().filter(|r| !r.resources.iter().any(|x| x == "deployments")).cloned().collect();
+        let granted = Effective::for_component(kro.descriptor(), kro.digest(), grant).expect("grant fits");
+        let ctx = f.context_for(Planner { plugin: kro, granted: Arc::new(granted) }, |_| {}).await;
+        f.start_operator_on(Arc::new(ctx));
+        f.create_kro("mcp-01", "v0.9.1").await;
+
+        let refused = |k: &Value| message(resource(k, "HelmRelease")).contains("forbidden");
+        let kro = f.wait_kro("mcp-01", "Helm's install refused by RBAC", refused).await;
+        let shown = message(resource(&kro, "HelmRelease")).to_string();
+        eprintln!("real-flux on openmcp: without the Deployment rule the Kro shows: {shown}");
+        assert!(shown.contains("deployments"), "{shown}");
+        assert!(shown.contains("system:serviceaccount:accessrequests:"), "the token's identity: {shown}");
+        assert!(f.kro_deployment().await.is_none(), "nothing of kro's Deployment on the ControlPlane");
+
+        f.delete_kro("mcp-01").await;
+        f.wait_gone("mcp-01").await;
+        f.stop_operator().await;
+    }
+}
