@@ -174,9 +174,8 @@ fn crd_rule(descriptor: &Descriptor, cluster: Cluster, granted: &[String]) -> Op
         .crds
         .iter()
         .filter(|c| c.cluster == cluster)
-        .filter_map(|c| serde_saphyr::from_str::<serde_json::Value>(&c.manifest).ok())
-        .filter_map(|m| m["metadata"]["name"].as_str().map(str::to_string))
-        .filter(|name| granted.contains(name))
+        .map(|c| super::identity::crd_name_and_group(&c.manifest).0)
+        .filter(|name| !name.is_empty() && granted.contains(name))
         .collect();
     names.sort();
     names.dedup();

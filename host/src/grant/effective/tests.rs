@@ -105,6 +105,34 @@ fn an_operator_can_grant_more_but_never_what_is_always_refused() {
     assert!(!ids.contains(&"secrets") && !ids.contains(&"all-releases"), "{ids:?}");
 }
 
+/// The host installs a plugin's ControlPlane and workload CRDs with the
+/// instance's token: the effective rules of that cluster end with one rule
+/// for them, by name, and none where the plugin brings no CRD.
+#[test]
+fn tenant_tokens_get_the_hosts_rule_for_the_plugins_crds_there() {
+    let crd = |cluster, name: &str| Crd {
+        cluster,
+        manifest: format!("metadata: {{name: {name}}}\nspec: {{group: kro.example}}\n"),
+    };
+    let mut d = descriptor();
+    d.crds = vec![
+        crd(Cluster::Workload, "pongs.kro.example"),
+        crd(Cluster::Workload, "echoes.kro.example"),
+        crd(Cluster::Onboarding, "kroes.kro.example"),
+    ];
+    let mut grant = Grant::default_grant();
+    grant.token_rules.workload = vec![PolicyRule::new(&[""], &["configmaps"], &["*"])];
+    let e = Effective::new(&d, grant.pinning(&d)).unwrap();
+    let rule = e.workload_rules.last().expect("the CRD rule");
+    assert_eq!(rule.resources, ["customresourcedefinitions"]);
+    assert_eq!(rule.resource_names, ["echoes.kro.example", "pongs.kro.example"]);
+    assert!(!rule.verbs.iter().any(|v| v == "*" || v == "delete"), "{rule:?}");
+    assert!(
+        !e.control_plane_rules.iter().any(|r| r.resources == ["customresourcedefinitions"]),
+        "none on the ControlPlane"
+    );
+}
+
 #[test]
 fn a_plugin_is_only_what_the_grant_pins() {
     // The built-in grant pins guest-kro's identity for "kro": this
