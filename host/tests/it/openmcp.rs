@@ -12,7 +12,7 @@ use envtest::cluster_provider::{ACCESS_NAMESPACE, PROFILE, PROVIDER};
 use envtest::eventually;
 use host_test_support::plugins::{self, plugin};
 use host_test_support::*;
-use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
@@ -26,14 +26,20 @@ async fn get(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
     api.get_opt(name).await.expect("read").map(|o| serde_json::to_value(o).unwrap())
 }
 
+/// The pull secret's name: the openmcp tests share one ControlPlane
+/// cluster, so each test's copy in `kro-system` has a name of its own.
+fn pull(f: &Fixture) -> String {
+    format!("pull-{}", f.provider)
+}
+
 /// A ProviderConfig whose version has an image pull secret: the host then
 /// creates `kro-system` on the ControlPlane and copies the Secret there,
 /// with the instance's token.
 async fn with_image_pull_secret(f: &Fixture) {
-    f.source_secret("pull", DOCKER, "{\"auths\":{\"img\":{}}}").await;
+    f.source_secret(&pull(f), DOCKER, "{\"auths\":{\"img\":{}}}").await;
     f.provider_config(json!([{
         "version": "v0.9.3", "chartVersion": "0.9.3",
-        "helmValues": {"imagePullSecrets": [{"name": "pull"}]}
+        "helmValues": {"imagePullSecrets": [{"name": pull(f)}]}
     }]))
     .await;
 }
@@ -62,15 +68,25 @@ async fn the_kro_lifecycle_runs_on_openmcp_operator_with_scoped_tokens() {
     assert!(ar["spec"]["clusterRef"]["name"].as_str().is_some_and(|n| n.starts_with("mcp-")), "{ar}");
     assert_eq!(ar["status"]["secretRef"]["name"], format!("{AR}.kubeconfig"));
     let on_cp: Api<Secret> = Api::namespaced(f.control_plane.clone(), "kro-system");
-    on_cp.get("pull").await.expect("the pull secret copied into kro-system with the token");
+    on_cp.get(&pull(&f)).await.expect("the pull secret copied into kro-system with the token");
 
     // The kubeconfig holds a token bound to the plugin's rules, not admin:
-    // Pods (which no rule names) are forbidden on the ControlPlane.
+    // Pods may be read (helm-controller's wait needs that) but not written,
+    // and Nodes, which no rule names, are forbidden on the ControlPlane.
     let kubeconfig = token(&f).await;
     assert!(kubeconfig.contains("token:") && !kubeconfig.contains("client-key"), "a token kubeconfig");
     let scoped = envtest::client_from_kubeconfig(&kubeconfig).await.unwrap();
-    let forbidden = Api::<Pod>::namespaced(scoped, "kube-system").list(&Default::default()).await;
-    assert!(matches!(forbidden, Err(kube::Error::Api(ref e)) if e.code == 403), "{forbidden:?}");
+    let pods = Api::<Pod>::namespaced(scoped.clone(), "kube-system");
+    pods.list(&Default::default()).await.expect("the plugin's rules let the token read Pods");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "intruder"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .unwrap();
+    let written = pods.create(&Default::default(), &pod).await;
+    assert!(matches!(written, Err(kube::Error::Api(ref e)) if e.code == 403), "{written:?}");
+    let nodes = Api::<Node>::all(scoped).list(&Default::default()).await;
+    assert!(matches!(nodes, Err(kube::Error::Api(ref e)) if e.code == 403), "{nodes:?}");
 
     // Deletion: the instance, its request and its token are gone.
     f.delete_kro("mcp-01").await;
@@ -127,7 +143,7 @@ async fn a_token_rule_taken_away_fails_the_install_clearly_and_a_re_grant_rotate
     assert!(after.0 > before.0, "the token rules changed: generation {} → {}", before.0, after.0);
     assert_ne!(after.1, before.1, "a re-grant issues a new token");
     let on_cp: Api<Secret> = Api::namespaced(f.control_plane.clone(), "kro-system");
-    on_cp.get("pull").await.expect("the copy made with the new token");
+    on_cp.get(&pull(&f)).await.expect("the copy made with the new token");
 
     f.delete_kro("mcp-01").await;
     f.wait_gone("mcp-01").await;
@@ -312,12 +328,12 @@ async fn a_control_plane_deleted_through_openmcp_takes_its_kro_first() {
     f.create_kro("mcp-01", "v0.9.3").await;
     f.wait_ready("mcp-01").await;
     let on_cp: Api<Secret> = Api::namespaced(f.control_plane.clone(), "kro-system");
-    on_cp.get("pull").await.expect("the pull secret copy on the ControlPlane");
+    on_cp.get(&pull(&f)).await.expect("the pull secret copy on the ControlPlane");
 
     control_planes.delete("mcp-01", &Default::default()).await.expect("ControlPlane deleted");
     let gone = tokio::time::timeout(f.wait * 2, f.wait_gone("mcp-01")).await;
     assert!(gone.is_ok(), "openmcp deletes the Kro first: {}", f.openmcp.diagnostics());
-    assert!(on_cp.get_opt("pull").await.unwrap().is_none(), "the host cleaned up while it had access");
+    assert!(on_cp.get_opt(&pull(&f)).await.unwrap().is_none(), "the host cleaned up while it had access");
     assert!(get(&f.access_requests("mcp-01"), AR).await.is_none(), "the host's request is gone");
     let requests: Api<DynamicObject> = Api::namespaced_with(
         f.platform.clone(),
