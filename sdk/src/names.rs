@@ -181,6 +181,19 @@ mod tests {
         assert_eq!(access_request_name("Flux", "My", "mcp"), "flux--my--mcp");
     }
 
+    /// The Go SDK (sdk-go/names) pins the same values.
+    #[test]
+    fn shortened_names_match_the_go_sdk() {
+        let long = format!("{}-{}", "x".repeat(50), "y".repeat(50));
+        assert_eq!(shorten(&long, 63), format!("{}-yy--emohweya", "x".repeat(50)));
+        let trailing = format!("{}-.{}", "a".repeat(51), "b".repeat(40));
+        assert_eq!(shorten(&trailing, 63), format!("{}--jyhdkwyj", "a".repeat(51)));
+        assert_eq!(
+            access_request_name("kro.services.open-control-plane.io", &"n".repeat(63), "mcp"),
+            "kro.services.open-control-plane.io--nnnnnnnnnnnn--rallaaej--mcp"
+        );
+    }
+
     #[test]
     fn copy_names_are_prefixed_and_valid() {
         assert_eq!(prefixed_copy_name("kro", "registry"), "sp-kro-registry");
