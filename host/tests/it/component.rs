@@ -141,3 +141,51 @@ async fn the_frozen_0_1_kro_plugin_still_works() {
         }
     }
 }
+
+/// A plugin written in Go (examples/go-hello: the SDK in sdk-go, built by
+/// `task build-go-plugins`) is a component like any other: it describes
+/// itself, plans, fails as the tenant's error, and tears down, through the
+/// same sandbox and limits.
+#[tokio::test]
+async fn a_plugin_written_in_go_runs_in_the_same_sandbox() {
+    use service_provider_sdk::contract::{CleanupPlan, Cluster};
+    let started = Instant::now();
+    let hello = plugins::load(plugins::GO_HELLO, Limits::default());
+    eprintln!("go-hello compiled and described in {:?}", started.elapsed());
+    assert_eq!(hello.name(), "hello");
+    assert_eq!(hello.descriptor().service.kind, "Hello");
+
+    let context = service_provider_sdk::testing::granted_context(
+        "hello.services.open-control-plane.io",
+        "hello",
+        "openmcp-system",
+        "mcp-01",
+        "tenant-a",
+    );
+    let tenant = context.tenant_namespace.clone();
+    let greeting = |spec: serde_json::Value| Input {
+        object: serde_json::json!({"apiVersion": "hello.services.open-control-plane.io/v1alpha1", "kind": "Hello",
+            "metadata": {"name": "mcp-01", "namespace": "tenant-a"}, "spec": spec})
+        .to_string(),
+        provider_config: Some("{}".into()),
+        context: context.clone(),
+        observed: vec![],
+    };
+    let plan = hello.plan(&greeting(serde_json::json!({"greeting": "hi"}))).await.expect("no trap").expect("a plan");
+    assert_eq!(plan.objects.len(), 1);
+    assert_eq!(plan.objects[0].cluster, Cluster::Platform);
+    let manifest: serde_json::Value = serde_json::from_str(&plan.objects[0].manifest).expect("JSON");
+    assert_eq!(manifest["metadata"]["namespace"], tenant.as_str());
+    assert_eq!(manifest["data"]["greeting"], "hi");
+    assert_eq!(plan.status.conditions[0].reason, "Greeted");
+
+    let refused = hello.plan(&greeting(serde_json::json!({}))).await.expect("no trap");
+    assert!(
+        matches!(&refused, Err(PlanError::InvalidInput(i)) if i.message == "spec.greeting is empty"),
+        "{refused:?}"
+    );
+    let cleanup = hello.cleanup(&greeting(serde_json::json!({"greeting": "hi"}))).await.expect("no trap");
+    let Ok(CleanupPlan::Teardown(teardown)) = cleanup else { panic!("a teardown: {cleanup:?}") };
+    assert_eq!(teardown.objects[0].namespace.as_deref(), Some(tenant.as_str()));
+    assert_eq!(teardown.objects[0].name, "hello");
+}

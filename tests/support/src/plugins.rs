@@ -32,6 +32,8 @@ pub const HOSTILE: Component = Component::built("HOSTILE_PLUGIN_WASM", "hostile_
 pub const IMPOSTOR: Component = Component::built("IMPOSTOR_PLUGIN_WASM", "impostor_plugin.wasm");
 pub const SLEEPY_DESCRIBE: Component = Component::built("SLEEPY_DESCRIBE_PLUGIN_WASM", "sleepy_describe_plugin.wasm");
 pub const FUTURE_CONTRACT: Component = Component::built("FUTURE_CONTRACT_PLUGIN_WASM", "future_contract_plugin.wasm");
+/// examples/go-hello, a plugin written in Go (`task build-go-plugins`).
+pub const GO_HELLO: Component = Component::built("GO_HELLO_PLUGIN_WASM", "go_hello.wasm");
 /// guest-kro as built against contract 0.1.0, committed: old plugins must
 /// keep working.
 pub const KRO_0_1: Component = Component { env: "KRO_0_1_PLUGIN_WASM", file: "guest-kro-0.1.0.wasm", committed: true };

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds and tests plugins written in Go (see docs/plugins.md).
+#
+#   scripts/go-plugin.sh build <plugin dir> <component.wasm>
+#   scripts/go-plugin.sh test  <dir>...   # go vet + go test, natively
+#   scripts/go-plugin.sh env   <dir>...   # prints GOWORK=… for editors and go commands
+#
+# The plugin's module, the SDK (sdk-go) and the runtime package the
+# generated bindings import are tied together by a go.work under
+# target/go, because that runtime release is not on the Go module proxy:
+# tools/plugin-build writes it from the wit-bindgen-go crate cargo fetched.
+# Needs Go >= 1.24 (go:wasmexport) and Rust; nothing else is installed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The contract version the SDK implements (sdk-go's ContractVersion).
+wit="$root/wit/v0.2.0"
+out_dir="$root/target/go"
+tool="$root/target/debug/plugin-build"
+
+command="${1:?usage: go-plugin.sh build|test|env <dir>...}"
+shift
+
+cargo build -q --manifest-path "$root/Cargo.toml" -p plugin-build
+mkdir -p "$out_dir"
+"$tool" go-runtime --out "$out_dir/runtime"
+
+# One go.work per set of directories, named after them.
+modules=("$@")
+[ "$command" = build ] && modules=("$1")
+dirs=()
+for dir in "${modules[@]}"; do
+  dir="$(cd "$dir" && pwd)"
+  [ "$dir" = "$root/sdk-go" ] || dirs+=("$dir")
+done
+work="$out_dir/$(printf '%s\n' "${dirs[@]}" | sha256sum | cut -c1-12).work"
+{
+  echo "go 1.24"
+  echo
+  echo "use ("
+  printf '\t%s\n' "$root/sdk-go" "$out_dir/runtime" "${dirs[@]}"
+  echo ")"
+} > "$work"
+export GOWORK="$work" GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+
+case "$command" in
+  build)
+    [ $# -eq 2 ] || { echo "usage: go-plugin.sh build <plugin dir> <component.wasm>" >&2; exit 2; }
+    dir="${dirs[0]}"
+    component="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+    core="$out_dir/$(basename "$dir").core.wasm"
+    # -buildmode=c-shared: a reactor (`_initialize`, no main) whose exports
+    # the host calls; -checklinkname=0: the runtime package links to
+    # runtime.sbrk; -trimpath: the same bytes (and digest) on every machine.
+    (cd "$dir" && GOOS=wasip1 GOARCH=wasm go build -trimpath -buildmode=c-shared \
+      -ldflags=-checklinkname=0 -o "$core" .)
+    "$tool" componentize --wit "$wit" --core "$core" --out "$component"
+    ;;
+  test)
+    for dir in "${modules[@]}"; do
+      # -unsafeptr=false: the generated bindings turn canonical-ABI addresses
+      # (uintptr) into pointers by design.
+      (cd "$dir" && go vet -unsafeptr=false ./... && go test ./...)
+    done
+    ;;
+  env)
+    echo "GOWORK=$work"
+    ;;
+  *)
+    echo "unknown command $command: build, test or env" >&2
+    exit 2
+    ;;
+esac
