@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and tests plugins written in Go (see docs/plugins.md).
+# Builds and tests plugins written in Go (see docs/plugin-guide.md, "In Go").
 #
 #   scripts/go-plugin.sh build <plugin dir> <component.wasm>
 #   scripts/go-plugin.sh test  <dir>...   # go vet + go test, natively
@@ -19,6 +19,10 @@ tool="$root/target/debug/plugin-build"
 
 command="${1:?usage: go-plugin.sh build|test|env <dir>...}"
 shift
+if [ "$command" = build ] && [ $# -ne 2 ]; then
+  echo "usage: go-plugin.sh build <plugin dir> <component.wasm>" >&2
+  exit 2
+fi
 
 cargo build -q --manifest-path "$root/Cargo.toml" -p plugin-build
 mkdir -p "$out_dir"
@@ -44,7 +48,6 @@ export GOWORK="$work" GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 
 case "$command" in
   build)
-    [ $# -eq 2 ] || { echo "usage: go-plugin.sh build <plugin dir> <component.wasm>" >&2; exit 2; }
     dir="${dirs[0]}"
     component="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
     core="$out_dir/$(basename "$dir").core.wasm"

@@ -73,22 +73,33 @@ func fromOption[T, U any](value witTypes.Option[T], f func(T) U) *U {
 	return &converted
 }
 
-var clusters = map[Cluster]wt.Cluster{
-	ClusterPlatform:     wt.Cluster_Platform,
-	ClusterOnboarding:   wt.Cluster_Onboarding,
-	ClusterControlPlane: wt.Cluster_ControlPlane,
-	ClusterWorkload:     wt.Cluster_Workload,
-}
+// The enums: the SDK's string constants and the bindings' numbers.
+var (
+	clusters = map[Cluster]wt.Cluster{
+		ClusterPlatform:     wt.Cluster_Platform,
+		ClusterOnboarding:   wt.Cluster_Onboarding,
+		ClusterControlPlane: wt.Cluster_ControlPlane,
+		ClusterWorkload:     wt.Cluster_Workload,
+	}
+	stages            = map[Stage]wt.Stage{StageReconcile: wt.Stage_Reconcile, StageCleanup: wt.Stage_Cleanup, StageAlways: wt.Stage_Always}
+	details           = map[Detail]wt.Detail{DetailFull: wt.Detail_Full, DetailMetadata: wt.Detail_Metadata}
+	conditionStatuses = map[ConditionStatus]wt.ConditionStatus{
+		ConditionTrue: wt.ConditionStatus_True, ConditionFalse: wt.ConditionStatus_False, ConditionUnknown: wt.ConditionStatus_Unknown,
+	}
+)
 
-// toCluster panics on a Cluster that is none of the four constants: a
-// plugin bug the host reports as the plugin's failure.
-func toCluster(c Cluster) wt.Cluster {
-	converted, ok := clusters[c]
+// enum converts one of the SDK's enum values. It panics on a value that is
+// none of the constants (a plugin bug), which the host reports as the
+// plugin's failure.
+func enum[K ~string, V any](table map[K]V, value K, what string) V {
+	converted, ok := table[value]
 	if !ok {
-		panic("serviceprovider: unknown cluster " + string(c))
+		panic("serviceprovider: unknown " + what + " " + string(value))
 	}
 	return converted
 }
+
+func toCluster(c Cluster) wt.Cluster { return enum(clusters, c, "cluster") }
 
 func toAPIKind(k APIKind) wt.ApiKind {
 	return wt.ApiKind{Group: k.Group, Version: k.Version, Kind: k.Kind, Plural: k.Plural, Namespaced: k.Namespaced}
@@ -123,26 +134,6 @@ func toScope(s NamespaceScope) wt.NamespaceScope {
 	}
 }
 
-var stages = map[Stage]wt.Stage{StageReconcile: wt.Stage_Reconcile, StageCleanup: wt.Stage_Cleanup, StageAlways: wt.Stage_Always}
-
-func toStage(s Stage) wt.Stage {
-	converted, ok := stages[s]
-	if !ok {
-		panic("serviceprovider: unknown stage " + string(s))
-	}
-	return converted
-}
-
-func toDetail(d Detail) wt.Detail {
-	switch d {
-	case DetailFull:
-		return wt.Detail_Full
-	case DetailMetadata:
-		return wt.Detail_Metadata
-	}
-	panic("serviceprovider: unknown detail " + string(d))
-}
-
 func toDescriptor(d Descriptor) wt.Descriptor {
 	return wt.Descriptor{
 		Name:           d.Name,
@@ -167,8 +158,8 @@ func toDescriptor(d Descriptor) wt.Descriptor {
 				Api:     toAPIKind(o.API),
 				Scope:   toScope(o.Scope),
 				Name:    option(o.Name, same[string]),
-				Stage:   toStage(o.Stage),
-				Detail:  toDetail(o.Detail),
+				Stage:   enum(stages, o.Stage, "stage"),
+				Detail:  enum(details, o.Detail, "detail"),
 			}
 		}),
 	}
@@ -193,15 +184,8 @@ func fromInput(in wt.Input) Input {
 	}
 }
 
-var conditionStatuses = map[ConditionStatus]wt.ConditionStatus{
-	ConditionTrue: wt.ConditionStatus_True, ConditionFalse: wt.ConditionStatus_False, ConditionUnknown: wt.ConditionStatus_Unknown,
-}
-
 func toCondition(c Condition) wt.Condition {
-	status, ok := conditionStatuses[c.Status]
-	if !ok {
-		panic("serviceprovider: unknown condition status " + string(c.Status))
-	}
+	status := enum(conditionStatuses, c.Status, "condition status")
 	return wt.Condition{Type: c.Type, Status: status, Reason: c.Reason, Message: c.Message}
 }
 
