@@ -170,6 +170,9 @@ pub fn all() -> Vec<Case> {
     old_repository["spec"] = json!({"interval": "1m", "url": "oci://registry.k8s.io/kro/charts/kro", "ref": {"tag": "0.9.1"}, "timeout": "60s"});
     old_spec.observed = vec![observed(OBSERVE_OCI_REPOSITORY, &[old_repository])];
 
+    let mut garbled = input(kro("mcp-01", "default", "v0.9.3"), pc());
+    garbled.observed = vec![Observed { id: OBSERVE_OCI_REPOSITORY.into(), objects: vec!["{\"kind\":".into()] }];
+
     let mut no_access = input(kro("mcp-01", "default", "v0.9.3"), pc());
     no_access.context.control_plane = None;
 
@@ -209,6 +212,7 @@ pub fn all() -> Vec<Case> {
         plan("malformed helm values", input(kro("mcp-01", "default", "v0.9.3"), Some(bad_values))),
         plan("malformed poll interval", input(kro("mcp-01", "default", "v0.9.3"), Some(bad_poll))),
         plan("no control-plane access yet", no_access),
+        plan("observed object that is not JSON", garbled),
         plan("name of 23 characters", input(kro(&"a".repeat(23), "default", "v0.9.3"), pc())),
         plan("name of 63 characters", input(kro(&"b".repeat(63), "tenant-ns", "v0.9.3"), pc())),
         cleanup("deletion blocked by two RGDs", blocked),

@@ -4,10 +4,9 @@
 
 use service_provider_sdk::contract::{Blocked, CleanupPlan, Cluster, Input, ObjectRef, Teardown};
 
-use crate::api::{KroSpec, Object, ProviderConfigSpec};
 use crate::describe::OBSERVE_RGDS;
 use crate::desired::{self, HELM_API_VERSION, HELM_RELEASE, OCI_REPOSITORY, SOURCE_API_VERSION};
-use crate::{config, status};
+use crate::{config, read, status};
 
 /// How long to wait before checking blockers again.
 pub const BLOCKED_REQUEUE_SECONDS: u32 = 10;
@@ -69,13 +68,12 @@ fn object_ref(
 /// yields nothing here; the host removes every copy it labelled for the
 /// instance anyway.
 fn known_secret_copies(input: &Input) -> Vec<ObjectRef> {
-    let requested = serde_json::from_str::<Object<KroSpec>>(&input.object).ok();
-    let config =
-        input.provider_config.as_deref().and_then(|pc| serde_json::from_str::<Object<ProviderConfigSpec>>(pc).ok());
+    let requested = read::kro_spec(&input.object).ok();
+    let config = input.provider_config.as_deref().and_then(|pc| read::provider_config_spec(pc).ok());
     let (Some(requested), Some(config)) = (requested, config) else {
         return Vec::new();
     };
-    let Ok(version) = config::resolve_version(Some(&config.spec), &requested.spec.version) else {
+    let Ok(version) = config::resolve_version(Some(&config), &requested.version) else {
         return Vec::new();
     };
     let images = config::image_pull_secrets(version.helm_values.as_ref()).unwrap_or_default();

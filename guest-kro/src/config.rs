@@ -1,10 +1,8 @@
 //! Reading the ProviderConfig: version resolution, chart URL, poll interval
 //! and the parts of the Helm values the provider acts on.
 
-use serde::Deserialize;
-
-use crate::Error;
 use crate::api::{DEFAULT_CHART_URL, KroVersion, ProviderConfigSpec};
+use crate::{Error, read};
 
 /// Seconds in the default poll interval (`1m`).
 pub const DEFAULT_POLL_SECONDS: u32 = 60;
@@ -88,38 +86,20 @@ pub fn parse_duration_seconds(text: &str) -> Option<u32> {
     Some(total.ceil().min(f64::from(u32::MAX)) as u32)
 }
 
-/// The Helm values the provider itself acts on; everything else is passed to
-/// the chart untouched.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct HelmValues {
-    #[serde(default)]
-    image_pull_secrets: Option<Vec<LocalObjectReference>>,
-}
-
-#[derive(Deserialize)]
-struct LocalObjectReference {
-    #[serde(default)]
-    name: String,
-}
-
 /// Names under `helmValues.imagePullSecrets`, in order, without duplicates.
 /// Unknown keys are ignored; a malformed list is invalid input.
 pub fn image_pull_secrets(values: Option<&serde_json::Value>) -> Result<Vec<String>, Error> {
     let Some(values) = values.filter(|v| !v.is_null()) else {
         return Ok(Vec::new());
     };
-    let parsed = HelmValues::deserialize(values)
-        .map_err(|e| Error::InvalidProviderConfig(format!("failed to parse helm values: {e}")))?;
+    let invalid = |problem: String| Error::InvalidProviderConfig(format!("failed to parse helm values: {problem}"));
     let mut names: Vec<String> = Vec::new();
-    for (index, reference) in parsed.image_pull_secrets.unwrap_or_default().into_iter().enumerate() {
-        if reference.name.is_empty() {
-            return Err(Error::InvalidProviderConfig(format!(
-                "failed to parse helm values: imagePullSecrets[{index}].name must not be empty"
-            )));
+    for (index, name) in read::image_pull_secret_names(values).map_err(invalid)?.into_iter().enumerate() {
+        if name.is_empty() {
+            return Err(invalid(format!("helmValues.imagePullSecrets[{index}].name must not be empty")));
         }
-        if !names.contains(&reference.name) {
-            names.push(reference.name);
+        if !names.contains(&name) {
+            names.push(name);
         }
     }
     Ok(names)

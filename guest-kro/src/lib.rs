@@ -19,6 +19,7 @@ mod cleanup;
 pub mod config;
 pub mod describe;
 pub mod desired;
+mod read;
 pub mod status;
 
 // The component: the WIT export around `KroProvider` (behind the default
@@ -26,11 +27,10 @@ pub mod status;
 #[cfg(feature = "component")]
 service_provider_sdk::export_provider!(crate::KroProvider);
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use service_provider_sdk::contract::{CleanupPlan, Descriptor, Input, InvalidInput, Plan, PlanError, Provider};
 
-use crate::api::{KroSpec, Object, ProviderConfigSpec};
+use crate::api::ProviderConfigSpec;
 use crate::describe::{OBSERVE_HELM_RELEASE, OBSERVE_OCI_REPOSITORY};
 
 /// Everything that can go wrong while planning.
@@ -49,8 +49,8 @@ pub enum Error {
     #[error("ControlPlane access has not been granted yet")]
     NoControlPlaneAccess,
     /// The host passed an observed object that is not JSON (a host bug).
-    #[error("observed object {id:?} is not valid JSON: {message}")]
-    MalformedObserved { id: String, message: String },
+    #[error("observed object {id:?} is not a JSON document")]
+    MalformedObserved { id: String },
 }
 
 impl Error {
@@ -88,17 +88,12 @@ impl Provider for KroProvider {
     }
 }
 
-fn parse<T: DeserializeOwned>(json: &str) -> Result<T, serde_json::Error> {
-    serde_json::from_str(json)
-}
-
 fn provider_config(input: &Input) -> Result<Option<ProviderConfigSpec>, Error> {
     input
         .provider_config
         .as_deref()
         .map(|json| {
-            parse::<Object<ProviderConfigSpec>>(json)
-                .map(|pc| pc.spec)
+            read::provider_config_spec(json)
                 .map_err(|e| Error::InvalidProviderConfig(format!("invalid ProviderConfig: {e}")))
         })
         .transpose()
@@ -109,16 +104,14 @@ fn observed_object(input: &Input, id: &str) -> Result<Option<Value>, Error> {
     input
         .observed(id)
         .and_then(|objects| objects.first())
-        .map(|json| {
-            parse::<Value>(json).map_err(|e| Error::MalformedObserved { id: id.into(), message: e.to_string() })
-        })
+        .map(|json| serde_json::from_str::<Value>(json).map_err(|_| Error::MalformedObserved { id: id.into() }))
         .transpose()
 }
 
 fn plan(input: &Input, config: Option<&ProviderConfigSpec>, poll: u32) -> Result<Plan, Error> {
-    let object: Object<KroSpec> = parse(&input.object).map_err(|e| Error::InvalidObject(e.to_string()))?;
+    let object = read::kro_spec(&input.object).map_err(Error::InvalidObject)?;
     let tenant = input.context.tenant_namespace.as_str();
-    let version = config::resolve_version(config, &object.spec.version)?;
+    let version = config::resolve_version(config, &object.version)?;
     let image_pull_secrets = config::image_pull_secrets(version.helm_values.as_ref())?;
     let kubeconfig = input.context.control_plane.as_ref().ok_or(Error::NoControlPlaneAccess)?;
 

@@ -196,11 +196,11 @@ fn missing_provider_config_is_invalid_input() {
 #[test]
 fn malformed_inputs_are_invalid_input_with_clear_messages() {
     let (message, _) = invalid_input(plan("malformed object"));
-    assert!(message.starts_with("invalid Kro object: "), "{message}");
+    assert_eq!(message, "invalid Kro object: spec.version must be a string, not a number");
     let (message, _) = invalid_input(plan("malformed provider config"));
-    assert!(message.starts_with("invalid ProviderConfig: "), "{message}");
+    assert_eq!(message, "invalid ProviderConfig: spec.versions must be a list, not a string");
     let (message, requeue) = invalid_input(plan("malformed helm values"));
-    assert!(message.starts_with("failed to parse helm values: "), "{message}");
+    assert_eq!(message, "failed to parse helm values: helmValues.imagePullSecrets must be a list, not a string");
     assert_eq!(requeue, 300);
     let (message, requeue) = invalid_input(plan("malformed poll interval"));
     assert!(message.contains("spec.pollInterval"), "{message}");
