@@ -237,59 +237,74 @@ envtest::real_flux_test! {
     }
 }
 
+/// Scenario 5: deletion is blocked while a ResourceGraphDefinition (of the
+/// CRD the chart installed) exists; then helm-controller uninstalls kro from
+/// the ControlPlane while the host still grants access (had the access gone
+/// first, helm-controller would have skipped the uninstall and kro's
+/// Deployment would stay), and nothing is left behind. `which` names the
+/// plugin in the output.
+async fn install_block_and_uninstall(plugin: service_provider_host::sandbox::Plugin, which: &str) {
+    let test_started = Instant::now();
+    let mut f = Fixture::with_real_flux(&["mcp-01"]).await;
+    f.start_operator_with(plugin).await;
+    f.registry_credentials(PULL, None).await;
+    let versions = json!([pulled_with_secret(&f, "v0.9.1", "0.9.1")]);
+    ready_kro(&mut f, versions, "v0.9.1").await;
+    let tenant = f.tenant("mcp-01");
+    let rgds: Api<DynamicObject> = Api::all_with(f.control_plane.clone(), &rgd_resource());
+    rgds.create(&PostParams::default(), &rgd("webapp")).await.expect("an RGD of the installed kro CRD");
+
+    f.delete_kro("mcp-01").await;
+    let kro = f
+        .wait_kro("mcp-01", "deletion blocked", |k| {
+            message(ready(k)).contains("waiting for 1 kro ResourceGraphDefinition(s) to be removed")
+        })
+        .await;
+    assert_eq!(kro["status"]["phase"], "Terminating");
+    let release = f.flux_object("HelmRelease", "mcp-01").await.expect("kro stays while an RGD exists");
+    assert!(release["metadata"]["deletionTimestamp"].is_null());
+    assert!(f.kro_deployment().await.is_some());
+
+    let deleting = Instant::now();
+    rgds.delete("webapp", &DeleteParams::default()).await.expect("RGD deleted");
+    f.wait_gone("mcp-01").await;
+    eprintln!("real-flux: deletion took {:?} after the RGD went", deleting.elapsed());
+
+    // Uninstalled from the ControlPlane: the uninstall ran with access.
+    assert!(f.kro_deployment().await.is_none(), "helm-controller uninstalled kro");
+    assert_eq!(f.control_plane_secrets(KRO_SYSTEM).await, Vec::<String>::new(), "no Helm record, no copies");
+    let cp = &f.control_plane;
+    let account = Api::<ServiceAccount>::namespaced(cp.clone(), KRO_SYSTEM).get_opt("kro").await.unwrap();
+    assert!(account.is_none(), "kro's ServiceAccount is uninstalled");
+    let role = Api::<ClusterRole>::all(cp.clone()).get_opt("kro-cluster-role").await.unwrap();
+    let binding = Api::<ClusterRoleBinding>::all(cp.clone()).get_opt("kro-cluster-role-binding").await.unwrap();
+    assert!(role.is_none() && binding.is_none(), "kro's RBAC is uninstalled");
+    // What Helm leaves by design (as with the Go provider): the CRDs of
+    // the chart's crds/ directory, and the namespace it created.
+    assert!(f.rgd_crd().await.is_some(), "Helm never deletes the CRDs of a chart's crds/ directory");
+    assert!(Api::<Namespace>::all(cp.clone()).get_opt(KRO_SYSTEM).await.unwrap().is_some());
+    // Nothing left on the platform either.
+    assert!(f.flux_object("HelmRelease", "mcp-01").await.is_none());
+    assert!(f.flux_object("OCIRepository", "mcp-01").await.is_none(), "source-controller's finalizer went too");
+    assert!(f.access_requests("mcp-01").get_opt(AR_NAME).await.unwrap().is_none(), "access revoked");
+    assert_eq!(f.platform_secrets(&tenant).await, Vec::<String>::new(), "no kubeconfig, no pull-secret copy");
+
+    f.stop_operator().await;
+    eprintln!("real-flux: deletion test with {which} took {:?}", test_started.elapsed());
+}
+
 envtest::real_flux_test! {
-    /// Scenario 5: deletion is blocked while a ResourceGraphDefinition (of
-    /// the CRD the chart installed) exists; then helm-controller uninstalls
-    /// kro from the ControlPlane while the host still grants access (had the
-    /// access gone first, helm-controller would have skipped the uninstall
-    /// and kro's Deployment would stay), and nothing is left behind.
+    /// Scenario 5 with guest-kro.
     async fn deletion_waits_for_rgds_then_kro_is_uninstalled_before_access_is_revoked() {
-        let test_started = Instant::now();
-        let mut f = Fixture::with_real_flux(&["mcp-01"]).await;
-        f.registry_credentials(PULL, None).await;
-        let versions = json!([pulled_with_secret(&f, "v0.9.1", "0.9.1")]);
-        ready_kro(&mut f, versions, "v0.9.1").await;
-        let tenant = f.tenant("mcp-01");
-        let rgds: Api<DynamicObject> = Api::all_with(f.control_plane.clone(), &rgd_resource());
-        rgds.create(&PostParams::default(), &rgd("webapp")).await.expect("an RGD of the installed kro CRD");
+        install_block_and_uninstall(host_test_support::plugins::plugin(), "guest-kro").await;
+    }
+}
 
-        f.delete_kro("mcp-01").await;
-        let kro = f
-            .wait_kro("mcp-01", "deletion blocked", |k| {
-                message(ready(k)).contains("waiting for 1 kro ResourceGraphDefinition(s) to be removed")
-            })
-            .await;
-        assert_eq!(kro["status"]["phase"], "Terminating");
-        let release = f.flux_object("HelmRelease", "mcp-01").await.expect("kro stays while an RGD exists");
-        assert!(release["metadata"]["deletionTimestamp"].is_null());
-        assert!(f.kro_deployment().await.is_some());
-
-        let deleting = Instant::now();
-        rgds.delete("webapp", &DeleteParams::default()).await.expect("RGD deleted");
-        f.wait_gone("mcp-01").await;
-        eprintln!("real-flux: deletion took {:?} after the RGD went", deleting.elapsed());
-
-        // Uninstalled from the ControlPlane: the uninstall ran with access.
-        assert!(f.kro_deployment().await.is_none(), "helm-controller uninstalled kro");
-        assert_eq!(f.control_plane_secrets(KRO_SYSTEM).await, Vec::<String>::new(), "no Helm record, no copies");
-        let cp = &f.control_plane;
-        let account = Api::<ServiceAccount>::namespaced(cp.clone(), KRO_SYSTEM).get_opt("kro").await.unwrap();
-        assert!(account.is_none(), "kro's ServiceAccount is uninstalled");
-        let role = Api::<ClusterRole>::all(cp.clone()).get_opt("kro-cluster-role").await.unwrap();
-        let binding = Api::<ClusterRoleBinding>::all(cp.clone()).get_opt("kro-cluster-role-binding").await.unwrap();
-        assert!(role.is_none() && binding.is_none(), "kro's RBAC is uninstalled");
-        // What Helm leaves by design (as with the Go provider): the CRDs of
-        // the chart's crds/ directory, and the namespace it created.
-        assert!(f.rgd_crd().await.is_some(), "Helm never deletes the CRDs of a chart's crds/ directory");
-        assert!(Api::<Namespace>::all(cp.clone()).get_opt(KRO_SYSTEM).await.unwrap().is_some());
-        // Nothing left on the platform either.
-        assert!(f.flux_object("HelmRelease", "mcp-01").await.is_none());
-        assert!(f.flux_object("OCIRepository", "mcp-01").await.is_none(), "source-controller's finalizer went too");
-        assert!(f.access_requests("mcp-01").get_opt(AR_NAME).await.unwrap().is_none(), "access revoked");
-        assert_eq!(f.platform_secrets(&tenant).await, Vec::<String>::new(), "no kubeconfig, no pull-secret copy");
-
-        f.stop_operator().await;
-        eprintln!("real-flux: deletion test took {:?}", test_started.elapsed());
+envtest::real_flux_test! {
+    /// Scenario 5 with guest-kro's Go port (examples/go-kro): the same
+    /// install, blocked deletion and uninstall through the real Flux chain.
+    async fn the_go_port_installs_kro_and_uninstalls_it_after_the_rgds() {
+        install_block_and_uninstall(host_test_support::plugins::go_kro_plugin(), "go-kro").await;
     }
 }
 

@@ -4,11 +4,14 @@
 //! its cases behind a cargo feature (e.g. `test-cases`) so they are not
 //! compiled into the component.
 
-use crate::contract::{Context, KubeconfigRef};
+use serde::Serialize;
+
+use crate::contract::{CleanupPlan, Context, Input, KubeconfigRef, Plan, PlanError, Provider};
 use crate::names;
 
 /// Which call a case makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Call {
     Plan,
     Cleanup,
@@ -19,7 +22,49 @@ pub enum Call {
 pub struct Case {
     pub name: &'static str,
     pub call: Call,
-    pub input: crate::contract::Input,
+    pub input: Input,
+}
+
+/// A case with the answer a provider gives to it: the form in which cases
+/// leave Rust, e.g. for a port of a plugin to another language
+/// (`sdk-go/sptest` reads it).
+#[derive(Debug, Clone, Serialize)]
+pub struct Fixture<'a> {
+    pub name: &'static str,
+    pub call: Call,
+    pub input: &'a Input,
+    /// `{"ok": <plan or cleanup plan>}` or `{"err": <plan error>}`.
+    pub expected: Answer,
+}
+
+/// What a call answered.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Answer {
+    Ok(Outcome),
+    Err(PlanError),
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Outcome {
+    Plan(Plan),
+    Cleanup(CleanupPlan),
+}
+
+impl<'a> Fixture<'a> {
+    /// Runs `case` through the provider `P` natively.
+    pub fn answered_by<P: Provider>(case: &'a Case) -> Self {
+        let expected = match case.call {
+            Call::Plan => P::plan(&case.input).map(Outcome::Plan),
+            Call::Cleanup => P::cleanup(&case.input).map(Outcome::Cleanup),
+        };
+        let expected = match expected {
+            Ok(outcome) => Answer::Ok(outcome),
+            Err(error) => Answer::Err(error),
+        };
+        Fixture { name: case.name, call: case.call, input: &case.input, expected }
+    }
 }
 
 /// The context the host builds for the instance `namespace/name` once its

@@ -381,3 +381,32 @@ fn every_plugin_renders_its_examples() {
         assert_eq!(teardown["delete"][0]["kind"], "HelmRelease", "{name}: the release goes first");
     }
 }
+
+/// `render` with guest-kro's Go port (examples/go-kro) prints what it
+/// prints with guest-kro, for each of the Kro examples' renders: a plugin
+/// written in Go needs nothing of its own from the host.
+#[test]
+fn the_go_port_of_kro_renders_what_guest_kro_renders() {
+    let ex = &EXAMPLES[0];
+    let base = ["--object", ex.object, "--provider-config", ex.provider_config];
+    let unknown = ["--object", ex.unknown_version, "--provider-config", ex.provider_config];
+    let renders: [Vec<&str>; 5] = [
+        base.to_vec(),
+        [&base[..], &["--observed", ex.ready]].concat(),
+        unknown.to_vec(),
+        [&base[..], &["--observed", ex.blocking, "--deleting"]].concat(),
+        [&base[..], &["--deleting"]].concat(),
+    ];
+    // The one thing that differs between two renders: when they ran.
+    let timeless = |mut doc: Value| {
+        for condition in doc.pointer_mut("/status/conditions").and_then(Value::as_array_mut).into_iter().flatten() {
+            condition.as_object_mut().unwrap().remove("lastTransitionTime");
+        }
+        doc
+    };
+    for args in renders {
+        let rust = timeless(render_json_with(plugins::KRO, &args));
+        let go = timeless(render_json_with(plugins::GO_KRO, &args));
+        assert_eq!(go, rust, "render {args:?}");
+    }
+}

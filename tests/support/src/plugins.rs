@@ -34,6 +34,8 @@ pub const SLEEPY_DESCRIBE: Component = Component::built("SLEEPY_DESCRIBE_PLUGIN_
 pub const FUTURE_CONTRACT: Component = Component::built("FUTURE_CONTRACT_PLUGIN_WASM", "future_contract_plugin.wasm");
 /// examples/go-hello, a plugin written in Go (`task build-go-plugins`).
 pub const GO_HELLO: Component = Component::built("GO_HELLO_PLUGIN_WASM", "go_hello.wasm");
+/// examples/go-kro, guest-kro ported to Go (`task build-go-plugins`).
+pub const GO_KRO: Component = Component::built("GO_KRO_PLUGIN_WASM", "go_kro.wasm");
 /// guest-kro as built against contract 0.1.0, committed: old plugins must
 /// keep working.
 pub const KRO_0_1: Component = Component { env: "KRO_0_1_PLUGIN_WASM", file: "guest-kro-0.1.0.wasm", committed: true };
@@ -96,6 +98,12 @@ pub fn load(component: Component, limits: Limits) -> Plugin {
 pub fn plugin() -> Plugin {
     static PLUGIN: OnceLock<Plugin> = OnceLock::new();
     PLUGIN.get_or_init(|| load(KRO, Limits::default())).clone()
+}
+
+/// The Go port of the Kro plugin with default limits, loaded once per process.
+pub fn go_kro_plugin() -> Plugin {
+    static PLUGIN: OnceLock<Plugin> = OnceLock::new();
+    PLUGIN.get_or_init(|| load(GO_KRO, Limits::default())).clone()
 }
 
 /// The Flux component with default limits, loaded once per process.
