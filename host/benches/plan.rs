@@ -1,17 +1,22 @@
-//! Prints the plugin performance figures: component size, cold compile time,
+//! Prints the plugin performance figures of guest-kro (Rust) and its Go port
+//! (examples/go-kro) side by side: component size, cold compile time,
 //! precompiled-cache load time, and the median latency of one `plan` call
 //! through the component (fresh store and instance per call, as the operator
-//! does) against the same logic called natively.
+//! does), against the same logic called natively. Measurements alternate
+//! between the two components, so a machine whose speed changes during the
+//! run skews both alike.
 //!
-//! Run with `task bench` (release build). Needs the Kro component built
-//! (`task build-plugins`) or `KRO_PLUGIN_WASM` set.
+//! Run with `task bench` (release build). Needs the components built
+//! (`task build-plugins build-go-plugins`) or `KRO_PLUGIN_WASM` and
+//! `GO_KRO_PLUGIN_WASM` set.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use guest_kro::KroProvider;
 use guest_kro::cases;
-use host_test_support::plugins::{KRO, plugin_path};
-use service_provider_host::sandbox::{Limits, Sandbox};
+use host_test_support::plugins::{Component, GO_KRO, KRO, plugin_path};
+use service_provider_host::sandbox::{Limits, Plugin, Sandbox};
 use service_provider_sdk::contract::Provider;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -25,23 +30,55 @@ fn time<R>(f: impl FnOnce() -> R) -> (Duration, R) {
     (start.elapsed(), r)
 }
 
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// One component under measurement, and its samples.
+struct Subject {
+    label: &'static str,
+    path: PathBuf,
+    wasm: Vec<u8>,
+    compiles: Vec<Duration>,
+    cached: Vec<Duration>,
+    plans: Vec<Duration>,
+}
+
+impl Subject {
+    fn new(label: &'static str, component: Component) -> Self {
+        let path = plugin_path(component);
+        let wasm = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Subject { label, path, wasm, compiles: Vec::new(), cached: Vec::new(), plans: Vec::new() }
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let path = plugin_path(KRO);
-    let wasm = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run `task build-plugins`)", path.display()));
+    let mut subjects = vec![Subject::new("guest-kro (Rust)", KRO), Subject::new("go-kro (Go)", GO_KRO)];
     let sandbox = Sandbox::new().expect("engine");
 
     const COMPILES: usize = 5;
-    let compiles: Vec<Duration> =
-        (0..COMPILES).map(|_| time(|| sandbox.prepare(&wasm, None).expect("compiles")).0).collect();
-
     let cache = std::env::temp_dir().join(format!("sp-host-bench-{}", std::process::id()));
-    sandbox.prepare(&wasm, Some(&cache)).expect("fills the cache");
-    let cached: Vec<Duration> =
-        (0..COMPILES).map(|_| time(|| sandbox.prepare(&wasm, Some(&cache)).expect("loads")).0).collect();
+    for s in &subjects {
+        sandbox.prepare(&s.wasm, Some(&cache)).expect("fills the cache");
+    }
+    for _ in 0..COMPILES {
+        for s in &mut subjects {
+            s.compiles.push(time(|| sandbox.prepare(&s.wasm, None).expect("compiles")).0);
+            s.cached.push(time(|| sandbox.prepare(&s.wasm, Some(&cache)).expect("loads")).0);
+        }
+    }
     let _ = std::fs::remove_dir_all(&cache);
 
-    let plugin = sandbox.prepare(&wasm, None).expect("compiles").describe(Limits::default()).await.expect("loads");
+    let mut plugins: Vec<Plugin> = Vec::new();
+    for s in &subjects {
+        let prepared = sandbox.prepare(&s.wasm, None).expect("compiles");
+        plugins.push(prepared.describe(Limits::default()).await.expect("loads"));
+    }
     // The realistic reconcile: seed example, Flux objects observed Ready.
     let case = cases::all().into_iter().find(|c| c.name == "v0.9.3 all ready").expect("case");
     let input = case.input;
@@ -52,24 +89,39 @@ async fn main() {
     // More calls (`BENCH_CALLS=20000`) for a profile of the call itself.
     let calls: usize = std::env::var("BENCH_CALLS").ok().and_then(|n| n.parse().ok()).unwrap_or(500);
     for _ in 0..20 {
-        plugin.plan(&input).await.expect("no trap").expect("plans");
+        for plugin in &plugins {
+            plugin.plan(&input).await.expect("no trap").expect("plans");
+        }
         KroProvider::plan(&input).expect("plans");
     }
-    let mut component = Vec::with_capacity(calls);
     for _ in 0..calls {
-        let start = Instant::now();
-        plugin.plan(&input).await.expect("no trap").expect("plans");
-        component.push(start.elapsed());
+        for (s, plugin) in subjects.iter_mut().zip(&plugins) {
+            let start = Instant::now();
+            plugin.plan(&input).await.expect("no trap").expect("plans");
+            s.plans.push(start.elapsed());
+        }
     }
-    let native: Vec<Duration> = (0..calls).map(|_| time(|| KroProvider::plan(&input).expect("plans")).0).collect();
-    let (c, n) = (median(component), median(native));
+    let native = median((0..calls).map(|_| time(|| KroProvider::plan(&input).expect("plans")).0).collect());
 
-    println!("plugin                       {}", path.display());
-    println!("component size               {} bytes", wasm.len());
-    println!("cold compile (median of {COMPILES})    {:.1} ms", median(compiles).as_secs_f64() * 1e3);
-    println!("cached load (median of {COMPILES})     {:.2} ms", median(cached).as_secs_f64() * 1e3);
-    println!("plan input                   {input_bytes} bytes of JSON");
-    println!("plan via component (median of {calls}, fresh store each)  {:.1} µs", c.as_secs_f64() * 1e6);
-    println!("plan natively (median of {calls})                         {:.1} µs", n.as_secs_f64() * 1e6);
-    println!("component / native           {:.1}x", c.as_secs_f64() / n.as_secs_f64());
+    println!(
+        "plan input: {input_bytes} bytes of JSON (case \"v0.9.3 all ready\"); medians of {COMPILES} compiles, {calls} calls"
+    );
+    println!(
+        "{:<18} {:>12} {:>14} {:>13} {:>12} {:>10}",
+        "plugin", "size (bytes)", "cold compile", "cached load", "plan", "/ native"
+    );
+    for s in subjects {
+        let plan = median(s.plans);
+        println!(
+            "{:<18} {:>12} {:>11.1} ms {:>10.2} ms {:>9.1} µs {:>9.1}x",
+            s.label,
+            s.wasm.len(),
+            ms(median(s.compiles)),
+            ms(median(s.cached)),
+            us(plan),
+            plan.as_secs_f64() / native.as_secs_f64()
+        );
+        eprintln!("  {}: {}", s.label, s.path.display());
+    }
+    println!("{:<18} {:>12} {:>14} {:>13} {:>9.1} µs", "guest-kro native", "-", "-", "-", us(native));
 }
