@@ -123,6 +123,13 @@ func manifest(o object) string {
 	return string(text)
 }
 
+// asRead is o as the host reads it back, through JSON: the form observed
+// objects are compared with.
+func asRead(o object) any {
+	value, _ := decode(manifest(o))
+	return value
+}
+
 // desiredObjects are all objects to apply, in apply order.
 func desiredObjects(v *kroVersion, needsKroSystem bool, tenant string, kubeconfig *sp.KubeconfigRef) []sp.DesiredObject {
 	objects := make([]sp.DesiredObject, 0, 3)

@@ -91,16 +91,12 @@ func planFor(in sp.Input, config *providerConfigSpec, poll uint32) (sp.Plan, err
 	if err != nil {
 		return sp.Plan{}, err
 	}
-	objects := desiredObjects(v, len(images) > 0, tenant, kubeconfig)
-	// Judged as JSON values, the way the host will read them back.
-	wantedRepository, _ := decode(objects[len(objects)-2].Manifest)
-	wantedRelease, _ := decode(objects[len(objects)-1].Manifest)
 	return sp.Plan{
-		Objects: objects,
+		Objects: desiredObjects(v, len(images) > 0, tenant, kubeconfig),
 		Copies:  secretCopies(v, images, tenant),
 		Status: report(&expected{
-			ociRepository:   wantedRepository,
-			helmRelease:     wantedRelease,
+			ociRepository:   asRead(ociRepositoryObject(v, tenant)),
+			helmRelease:     asRead(helmReleaseObject(v, tenant, kubeconfig)),
 			version:         v,
 			providerConfig:  in.Context.ProviderName,
 			podNamespace:    in.Context.PodNamespace,
