@@ -31,9 +31,12 @@ pub enum PluginError {
     TooLarge { plugin: String, what: &'static str, bytes: usize, max: usize },
     #[error("plugin {plugin} describes itself with what the host cannot use: {reason}")]
     Descriptor { plugin: String, reason: String },
-    #[error("plugin {plugin} failed")]
+    #[error("plugin {plugin} failed{}", wrote.as_ref().map(|w| format!(", having written: {w}")).unwrap_or_default())]
     Trap {
         plugin: String,
+        /// The plugin's last words on stderr (a panic message), as one
+        /// clean, bounded line.
+        wrote: Option<String>,
         #[source]
         source: Cause,
     },

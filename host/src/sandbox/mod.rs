@@ -25,6 +25,7 @@ mod descriptor;
 mod error;
 mod limits;
 mod plugin;
+mod stderr;
 pub mod versions;
 
 use std::path::Path;
@@ -38,6 +39,7 @@ use plugin::Inner;
 pub use plugin::Plugin;
 use service_provider_sdk::contract as sdk;
 use service_provider_sdk::convert::Convert;
+use stderr::StderrTail;
 use versions::{Version, v0_1, v0_2};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
@@ -45,6 +47,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Largest random buffer a guest may ask the host for in one WASI call.
 const MAX_RANDOM_BYTES: u64 = 64 << 10;
+/// How much of a call's stderr is kept (its tail), and how many characters
+/// of it a trap's error shows.
+const STDERR_BYTES: usize = 4 << 10;
+const STDERR_WORDS: usize = 300;
 
 /// Per-store state: an empty WASI context and the limiter.
 struct State {
@@ -281,7 +287,9 @@ impl Prepared {
     async fn call(&self, plugin: &str, limits: &Limits, call: Call<'_>) -> Result<Answer, PluginError> {
         let mut table = ResourceTable::new();
         table.set_max_capacity(limits.handles);
+        let stderr = StderrTail::new(STDERR_BYTES);
         let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
@@ -314,7 +322,7 @@ impl Prepared {
                 None if hostcall_fuel_exhausted(&error) => {
                     PluginError::Limit { plugin, limit: format!("output limit of {} bytes", limits.output_bytes) }
                 }
-                None => PluginError::Trap { plugin, source: error.into() },
+                None => PluginError::Trap { plugin, wrote: stderr.last_words(STDERR_WORDS), source: error.into() },
             }),
         }
     }

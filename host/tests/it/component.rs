@@ -104,6 +104,25 @@ async fn a_plugin_that_hoards_memory_is_stopped_at_its_limit() {
     assert!(err.to_string().contains("exceeded its memory limit of 32 MiB"), "{err}");
 }
 
+/// A plugin that panics traps, and the error says what it wrote to stderr
+/// (its panic message); a plugin that floods stderr neither traps nor
+/// grows the host: only the tail is kept.
+#[tokio::test]
+async fn a_panic_message_reaches_the_error_and_a_flood_of_stderr_is_dropped() {
+    let plugin = misbehaving(Limits::default());
+    let asking = |word: &str| cases::input(serde_json::json!({"spec": {"say": word}}), None);
+    let err = plugin.plan(&asking("please panic")).await.expect_err("traps");
+    let text = err.to_string();
+    assert!(text.starts_with("plugin misbehaving failed, having written: "), "{text}");
+    assert!(text.contains("panicked at") && text.contains("asked to panic, with 31 bytes of input"), "{text}");
+    assert!(!text.contains('\n'), "one line: {text}");
+
+    let started = Instant::now();
+    let answer = plugin.plan(&asking("please shout")).await.expect("no trap");
+    assert!(matches!(&answer, Err(PlanError::Transient(m)) if m == "shouted 10 MiB"), "{answer:?}");
+    eprintln!("10 MiB of stderr in {:?}", started.elapsed());
+}
+
 /// A plugin of a contract version the host does not know is refused by
 /// name, with the supported range.
 #[test]

@@ -1,5 +1,6 @@
 //! A hostile plugin for the host's sandbox tests: `plan` never returns and
 //! `cleanup` tries to allocate far more memory than any limit allows.
+//! Asked to (by a word in the object), `plan` panics, or floods stderr.
 //! Only meaningful as a `wasm32-wasip2` component. Written directly against
 //! the frozen contract 0.1.0 with wit-bindgen (not the SDK), so it also
 //! proves the host still loads plugins of the older contract.
@@ -38,6 +39,17 @@ impl Guest for Misbehaving {
     }
 
     fn plan(input: Input) -> Result<ReconcilePlan, PlanError> {
+        if input.object.contains("please panic") {
+            panic!("asked to panic, with {} bytes of input", input.object.len());
+        }
+        if input.object.contains("please shout") {
+            use std::io::Write;
+            let line = [b'x'; 1023];
+            for _ in 0..10 << 10 {
+                let _ = std::io::stderr().write_all(&line).and_then(|()| std::io::stderr().write_all(b"\n"));
+            }
+            return Err(PlanError::Transient("shouted 10 MiB".into()));
+        }
         // Spin until the host's epoch deadline interrupts us.
         let mut n: u64 = input.object.len() as u64;
         loop {
