@@ -2,7 +2,8 @@
 //! `SERVICE_PROVIDER_HOST_IMAGE`): `init` and `run` from inside it against
 //! the test clusters, the Kro lifecycle to Ready and a clean deletion with
 //! the plugin pulled by digest from an authenticated registry and its cosign
-//! signature verified (the generic image, any plugin), and the start-up time
+//! signature verified (the generic image, any plugin: guest-kro, and its Go
+//! port through a lifecycle of its own), and the start-up time
 //! to the first reconcile with the precompiled plugin cache baked into the
 //! image and without it.
 //!
@@ -13,7 +14,7 @@ use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use host_test_support::oci::{IMAGE_DIR, PluginRegistry};
-use host_test_support::plugins::KRO;
+use host_test_support::plugins::{Component, GO_KRO, KRO};
 use host_test_support::process::{Launcher, Replica, ReplicaOptions};
 use host_test_support::*;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
@@ -109,9 +110,34 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
     // plugin from a registry: pulled by digest with the pull Secret's
     // docker config, its signature verified, cached on a writable volume
     // (an emptyDir in a Deployment).
+    let (replica, _registry) = run_from_registry(&image, &f, KRO).await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    let kro = f.wait_ready("mcp-01").await;
+    assert_eq!(ready(&kro)["reason"], "ReconcileSuccess", "{kro:#}");
+    assert!(f.flux_objects("HelmRelease", "mcp-01").get_opt("kro-helm-release").await.unwrap().is_some());
+    for name in ["mcp-01", "cached", "compiled"] {
+        f.delete_kro(name).await;
+    }
+    for name in ["mcp-01", "cached", "compiled"] {
+        f.wait_gone(name).await;
+    }
+    assert!(f.flux_objects("HelmRelease", "mcp-01").get_opt("kro-helm-release").await.unwrap().is_none());
+    eprintln!("resident memory of the image's host after the lifecycle: {:?} KiB", replica.process.rss_kib());
+    let remaining: Vec<String> =
+        f.access_requests("mcp-01").list(&Default::default()).await.unwrap().iter().map(|a| a.name_any()).collect();
+    assert!(remaining.is_empty(), "AccessRequests left: {remaining:?}");
+    assert!(replica.terminate().success(), "the image's process stops cleanly on SIGTERM");
+}
+
+/// `run` from the image, with leader election and `component` from a
+/// registry: pulled by digest with the pull Secret's docker config, its
+/// signature verified, cached on a writable volume (an emptyDir in a
+/// Deployment). Returned once ready, with the manifest and the component
+/// in the cache; the registry must live as long as the replica.
+async fn run_from_registry(image: &Launcher, f: &Fixture, component: Component) -> (Replica, PluginRegistry) {
     let registry = PluginRegistry::start().await;
-    let pinned =
-        registry.publish(env!("CARGO_BIN_EXE_service-provider-host").as_ref(), &plugin_path(KRO), "plugins/kro");
+    let binary = env!("CARGO_BIN_EXE_service-provider-host").as_ref();
+    let pinned = registry.publish(binary, &plugin_path(component), "plugins/kro");
     registry.sign(&pinned, false);
     let cache = std::env::temp_dir().join(unique("image-plugin-cache"));
     std::fs::create_dir_all(&cache).unwrap();
@@ -133,25 +159,33 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
         ],
         ..ReplicaOptions::new("sp-kro-0")
     };
-    let replica = Replica::start(&image, &f, options);
+    let replica = Replica::start(image, f, options);
     assert!(replica.wait_ready(WAIT).await, "{:?}", replica.readyz());
-    eprintln!("start to ready from the image with {pinned} pulled and verified: {:?}", replica.started.elapsed());
+    eprintln!(
+        "start to ready from the image with {} ({pinned}) pulled and verified: {:?}",
+        component.file,
+        replica.started.elapsed()
+    );
     let blobs = std::fs::read_dir(cache.join("blobs/sha256")).map(|d| d.count()).unwrap_or(0);
     assert_eq!(blobs, 2, "the manifest and the component are cached");
+    (replica, registry)
+}
+
+/// A plugin written in Go needs nothing of its own from the image: guest-kro's
+/// Go port, pulled from the registry, verified and compiled by the image's
+/// host, takes a Kro to Ready and through deletion.
+#[tokio::test]
+async fn the_image_runs_the_go_port_of_kro_from_the_registry() {
+    let Some(image) = image() else { return };
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    let (replica, _registry) = run_from_registry(&image, &f, GO_KRO).await;
     f.create_kro("mcp-01", "v0.9.1").await;
     let kro = f.wait_ready("mcp-01").await;
     assert_eq!(ready(&kro)["reason"], "ReconcileSuccess", "{kro:#}");
-    assert!(f.flux_objects("HelmRelease", "mcp-01").get_opt("kro-helm-release").await.unwrap().is_some());
-    for name in ["mcp-01", "cached", "compiled"] {
-        f.delete_kro(name).await;
-    }
-    for name in ["mcp-01", "cached", "compiled"] {
-        f.wait_gone(name).await;
-    }
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
     assert!(f.flux_objects("HelmRelease", "mcp-01").get_opt("kro-helm-release").await.unwrap().is_none());
-    eprintln!("resident memory of the image's host after the lifecycle: {:?} KiB", replica.process.rss_kib());
-    let remaining: Vec<String> =
-        f.access_requests("mcp-01").list(&Default::default()).await.unwrap().iter().map(|a| a.name_any()).collect();
-    assert!(remaining.is_empty(), "AccessRequests left: {remaining:?}");
+    eprintln!("resident memory of the image's host with go-kro: {:?} KiB", replica.process.rss_kib());
     assert!(replica.terminate().success(), "the image's process stops cleanly on SIGTERM");
 }
