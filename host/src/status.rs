@@ -13,7 +13,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ServiceStatus};
+use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ResourceStatus, ServiceStatus};
 use tracing::warn;
 
 use crate::Error;
@@ -28,6 +28,15 @@ pub const REASON_TERMINATING: &str = "Terminating";
 
 /// Longest Event note the host writes (the API server refuses > 1 KiB).
 const MAX_NOTE: usize = 1000;
+
+/// The most conditions a status holds: a plugin reports at most this many
+/// at once, and of the conditions it stopped reporting the host keeps the
+/// most recently changed, up to this many in all.
+pub const MAX_CONDITIONS: usize = 16;
+
+/// Longest message the host writes into a condition or a resource entry
+/// (metav1.Condition's limit).
+pub const MAX_MESSAGE: usize = 32 * 1024;
 
 /// `status` of a service object as the host reads and writes it. Fields the
 /// host does not know are left alone: the status is written as a merge
@@ -138,7 +147,33 @@ fn entry(c: &Condition, generation: i64, last_transition: &str) -> ConditionEntr
         observed_generation: generation,
         last_transition_time: last_transition.to_string(),
         reason: c.reason.clone(),
-        message: c.message.clone(),
+        message: message(&c.message),
+    }
+}
+
+/// Free text for a status (a plugin's, or what it echoes from a cluster):
+/// control characters other than line breaks and tabs become spaces, and
+/// at most [`MAX_MESSAGE`] bytes are kept.
+fn message(text: &str) -> String {
+    let clean: String =
+        text.chars().map(|c| if c.is_control() && !matches!(c, '\n' | '\t') { ' ' } else { c }).collect();
+    truncate(&clean, MAX_MESSAGE - '…'.len_utf8())
+}
+
+/// Keeps at most [`MAX_CONDITIONS`]: the ones `wanted` names always, then
+/// of the others those that changed last.
+fn bound(conditions: &mut Vec<ConditionEntry>, wanted: &[Condition]) {
+    while conditions.len() > MAX_CONDITIONS {
+        let stale = conditions
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !wanted.iter().any(|w| w.type_ == c.type_))
+            .min_by(|(_, a), (_, b)| a.last_transition_time.cmp(&b.last_transition_time))
+            .map(|(i, _)| i);
+        match stale {
+            Some(i) => conditions.remove(i),
+            None => break,
+        };
     }
 }
 
@@ -160,8 +195,15 @@ pub fn next(current: Option<&ObjectStatus>, generation: i64, desired: &ServiceSt
             None => conditions.push(entry(wanted, generation, now)),
         }
     }
+    bound(&mut conditions, &desired.conditions);
     let resources = match &desired.resources {
-        Some(list) => Some(serde_json::to_value(list).expect("resource status serializes")),
+        Some(list) => {
+            let list: Vec<ResourceStatus> = list
+                .iter()
+                .map(|r| ResourceStatus { message: r.message.as_deref().map(message), ..r.clone() })
+                .collect();
+            Some(serde_json::to_value(list).expect("resource status serializes"))
+        }
         None => current.and_then(|s| s.resources.clone()),
     };
     ObjectStatus { observed_generation: generation, phase: desired.phase.clone(), conditions, resources }
@@ -341,6 +383,51 @@ mod tests {
         let types: Vec<&str> = s.conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(types, ["Custom", "Ready"]);
         assert_eq!(s.phase, "Terminating");
+    }
+
+    fn named(type_: &str) -> Condition {
+        Condition { type_: type_.into(), status: ConditionStatus::True, reason: "R".into(), message: String::new() }
+    }
+
+    #[test]
+    fn conditions_a_plugin_keeps_renaming_do_not_pile_up() {
+        // A plugin that names new condition types on every reconcile (16,
+        // the most it may name at once) keeps at most 16 in the status.
+        let mut status: Option<ObjectStatus> = None;
+        for round in 0..10 {
+            let mut wanted = ready();
+            wanted.conditions.extend((1..MAX_CONDITIONS).map(|i| named(&format!("Round{round}Type{i}"))));
+            let time = format!("2026-01-01T00:{round:02}:00Z");
+            status = Some(next(status.as_ref(), 1, &wanted, &time));
+        }
+        let types: Vec<String> = status.unwrap().conditions.iter().map(|c| c.type_.clone()).collect();
+        assert_eq!(types.len(), MAX_CONDITIONS, "{types:?}");
+        assert!(types.iter().all(|t| t == "Ready" || t.starts_with("Round9")), "only the last round's: {types:?}");
+    }
+
+    #[test]
+    fn of_the_conditions_no_longer_named_the_oldest_go_first() {
+        let current: Vec<Value> = (0..MAX_CONDITIONS)
+            .map(|i| json!({"type": format!("Old{i}"), "status": "True", "lastTransitionTime": format!("2025-01-{:02}T00:00:00Z", 20 - i), "reason": "X"}))
+            .collect();
+        let current: ObjectStatus = serde_json::from_value(json!({"conditions": current})).unwrap();
+        let s = next(Some(&current), 1, &ready(), T1);
+        let types: Vec<&str> = s.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types.len(), MAX_CONDITIONS);
+        assert!(!types.contains(&"Old15") && types.contains(&"Old14") && types.contains(&"Ready"), "{types:?}");
+    }
+
+    #[test]
+    fn messages_lose_control_characters_and_are_bounded() {
+        let mut wanted = ready();
+        wanted.conditions[0].message = "line one\nline two\t\u{1b}[2J\r".into();
+        wanted.resources.as_mut().unwrap()[0].message = Some("é".repeat(MAX_MESSAGE));
+        let s = next(None, 1, &wanted, T0);
+        assert_eq!(s.conditions[0].message, "line one\nline two\t [2J ");
+        let long = s.resources.unwrap()[0]["message"].as_str().unwrap().to_string();
+        assert!(long.len() <= MAX_MESSAGE && long.ends_with('…'), "{}", long.len());
+        let error = next(None, 1, &reconcile_error("x".repeat(MAX_MESSAGE * 2)), T0);
+        assert!(error.conditions[0].message.len() <= MAX_MESSAGE);
     }
 
     #[test]

@@ -84,9 +84,40 @@ pub fn label_value(value: &str) -> bool {
             && alnum_edges(value))
 }
 
+/// A condition reason (`ReconcileSuccess`, `Install:Failed`): what
+/// metav1.Condition accepts, a letter first, then letters, digits, `_`,
+/// `,` or `:`, never ending in `,` or `:`; at most 1024 bytes.
+pub fn condition_reason(s: &str) -> bool {
+    s.len() <= 1024
+        && s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ':'))
+        && !s.ends_with([',', ':'])
+}
+
+/// A phase (`Ready`, `Progressing`): one word of ASCII letters and digits,
+/// a letter first, at most 63 bytes. Empty means none.
+pub fn phase(s: &str) -> bool {
+    s.is_empty()
+        || (s.len() <= 63
+            && s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_and_phases_are_single_words() {
+        for good in ["ReconcileSuccess", "Install:Failed", "a_b,c1", "X"] {
+            assert!(condition_reason(good), "{good}");
+        }
+        for bad in ["", "1Reason", "Ends:", "Two words", "Line\nbreak", "Ésprit", &"R".repeat(1025)] {
+            assert!(!condition_reason(bad), "{bad:?}");
+        }
+        assert!(phase("") && phase("Ready") && phase("Progressing2"));
+        assert!(!phase("Not ready") && !phase("9lives") && !phase("\u{1b}[31mRed") && !phase(&"P".repeat(64)));
+    }
 
     #[test]
     fn names_follow_kubernetes_rules() {

@@ -3,8 +3,9 @@
 //! A plugin is untrusted code: whatever it asks the host to apply, copy or
 //! delete must be a well-formed object ([`validate`]) on a cluster the host
 //! can reach for this instance, requested in its `describe()` and allowed
-//! by the operator's grant ([`check`]). A violation fails the whole
-//! reconcile before anything is written.
+//! by the operator's grant ([`check`]), and what it reports must fit a
+//! status ([`report`]). A violation fails the whole reconcile before
+//! anything is written.
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, Input, Ob
 
 mod check;
 pub mod kinds;
+pub mod report;
 pub mod validate;
 
 pub use check::{check_plan, check_ref, check_teardown, manifest};
@@ -197,8 +199,16 @@ pub async fn reconcile(planner: &Planner, input: &Input) -> Result<Result<Checke
 /// Calls `cleanup` and checks the result against the descriptor.
 pub async fn cleanup(planner: &Planner, input: &Input) -> Result<Result<CleanupPlan, PlanError>, Error> {
     let result = planner.plugin.cleanup(input).await?;
-    if let Ok(CleanupPlan::Teardown(teardown)) = &result {
-        check_teardown(planner.descriptor(), &planner.granted, &input.context, teardown)?;
+    match &result {
+        Ok(CleanupPlan::Teardown(teardown)) => {
+            check_teardown(planner.descriptor(), &planner.granted, &input.context, teardown)?
+        }
+        Ok(CleanupPlan::Blocked(blocked)) => {
+            if let Some(resources) = &blocked.resources {
+                report::resources(resources).map_err(|reason| check::invalid(planner.descriptor(), reason))?;
+            }
+        }
+        Err(_) => {}
     }
     Ok(result)
 }

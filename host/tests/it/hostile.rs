@@ -83,9 +83,18 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         ),
         ("flux-foreign-source", "CapabilityDenied", "field /spec/chartRef must refer to an object of the same plan"),
         ("copy-kind", "CapabilityDenied", "field /spec/secretRef/name must be one of []"),
+        ("status-too-many", "PluginError", "status has 17 conditions, more than 16"),
+        ("status-forged", "PluginError", "status.conditions[0].reason \"Fine Ready: True (ReconcileSuccess)\" is not"),
     ];
     let mut names: Vec<&str> = attacks.iter().map(|a| a.0).collect();
-    names.extend(["healthy-1", "read-secrets", "read-annotations", "url-delete-collection"]);
+    names.extend([
+        "healthy-1",
+        "read-secrets",
+        "read-annotations",
+        "url-delete-collection",
+        "status-pileup",
+        "status-long",
+    ]);
     let mut f = Fixture::new(options(&names)).await;
     source_secrets(&f).await;
 
@@ -177,6 +186,25 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     let message = ready(&seen)["message"].as_str().unwrap_or_default().to_string();
     assert!(message.contains("\"applied\""), "the Secret's metadata was observed: {message}");
     assert!(!message.contains("s3cr3t") && !message.contains("last-applied"), "no annotation data: {message}");
+
+    // What a plugin reports stays a status: new condition types on every
+    // reconcile do not pile up (the ones no longer named go, oldest first),
+    // and a message is cut to metav1.Condition's 32 KiB without the
+    // terminal escapes it came with.
+    let types = |k: &Value| -> Vec<String> {
+        let conditions = k["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.iter().map(|c| c["type"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    let piled = f.wait_kro("status-pileup", "its second report", |k| types(k).contains(&"Pile16x1".into())).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let piled = f.kro("status-pileup").await.unwrap_or(piled);
+    let kept = types(&piled);
+    assert_eq!(kept.len(), 16, "{kept:?}");
+    assert!(kept.iter().all(|t| t == "Ready" || t.starts_with("Pile16x")), "{kept:?}");
+    let long = f.wait_ready("status-long").await;
+    let message = ready(&long)["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.len() <= 32 << 10 && message.ends_with('…'), "{} bytes", message.len());
+    assert!(message.starts_with(" [2J [31mcleared") && !message.contains('\u{1b}'), "{}", &message[..40]);
 
     // A plural that ends the path would have turned the deletion of the
     // plugin's own HelmRelease into a delete-collection of the namespace.

@@ -8,7 +8,7 @@ use service_provider_sdk::contract::{
     Capability, Cluster, Context, CopyKind, Descriptor, NamespaceScope, ObjectRef, Plan, Teardown,
 };
 
-use super::{Manifest, validate};
+use super::{Manifest, report, validate};
 use crate::Error;
 use crate::grant::hard::{self, Target};
 use crate::grant::{Denial, Effective, check::Sibling};
@@ -94,6 +94,9 @@ pub fn check_teardown(
     context: &Context,
     teardown: &Teardown,
 ) -> Result<(), Error> {
+    if let Some(resources) = &teardown.resources {
+        report::resources(resources).map_err(|reason| invalid(descriptor, reason))?;
+    }
     for r in &teardown.objects {
         check_ref(descriptor, granted, context, r)?;
     }
@@ -116,7 +119,7 @@ pub fn check_teardown(
     Ok(())
 }
 
-fn invalid(descriptor: &Descriptor, reason: String) -> Error {
+pub(super) fn invalid(descriptor: &Descriptor, reason: String) -> Error {
     Error::InvalidPlan { plugin: descriptor.name.clone(), reason }
 }
 
@@ -133,6 +136,7 @@ pub fn check_plan(
     context: &Context,
     plan: &Plan,
 ) -> Result<Vec<Manifest>, Error> {
+    report::status(&plan.status).map_err(|reason| invalid(descriptor, reason))?;
     let mut manifests =
         plan.objects.iter().map(|o| manifest(descriptor, o.cluster, &o.manifest)).collect::<Result<Vec<_>, _>>()?;
     let objects = manifests.iter().map(|m| Sibling {

@@ -19,6 +19,9 @@
 //! | `flux-foreign-source` | install a chart from a source the plan did not make |
 //! | `copy-kind` | copy a ConfigMap under the name of a foreign Secret, then use that name as a `secretRef` |
 //! | `read-annotations` | echo the annotations of the ControlPlane's Secrets (metadata only) into its status |
+//! | `status-pileup` | name 15 new condition types on every reconcile, to grow the status without end |
+//! | `status-too-many`, `status-forged` | report 17 conditions at once, or a reason that breaks the line |
+//! | `status-long` | report a 100 KiB message full of terminal escapes |
 
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{
@@ -283,6 +286,30 @@ impl Provider for Hostile {
                     .collect();
                 ready = (false, format!("observed annotations: {}", annotations.join(" | ")));
             }
+            "status-pileup" => {
+                // New types each time: numbered by how many the status holds now.
+                let now = service.pointer("/status/conditions").and_then(Value::as_array).map_or(0, Vec::len);
+                let mut report = status(true, "piling up".into());
+                report.conditions.extend((1..16).map(|i| Condition {
+                    type_: format!("Pile{now}x{i}"),
+                    status: ConditionStatus::True,
+                    reason: "Piled".into(),
+                    message: String::new(),
+                }));
+                return Ok(Plan { objects, copies, status: report, requeue_after_seconds: 1 });
+            }
+            "status-too-many" => {
+                let mut report = status(true, "too many".into());
+                let first = report.conditions[0].clone();
+                report.conditions.extend((1..17).map(|i| Condition { type_: format!("Extra{i}"), ..first.clone() }));
+                return Ok(Plan { objects, copies, status: report, requeue_after_seconds: 60 });
+            }
+            "status-forged" => {
+                let mut report = status(true, "forged".into());
+                report.conditions[0].reason = "Fine\nReady: True (ReconcileSuccess)".into();
+                return Ok(Plan { objects, copies, status: report, requeue_after_seconds: 60 });
+            }
+            "status-long" => ready = (true, "\u{1b}[2J\u{1b}[31mcleared ".repeat(100 << 10 >> 4)),
             other => ready = (false, format!("no attack is named {other:?}")),
         }
         Ok(Plan { objects, copies, status: status(ready.0, ready.1), requeue_after_seconds: 60 })
