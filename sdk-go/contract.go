@@ -281,12 +281,16 @@ const (
 )
 
 // Condition is one status condition; the host adds the transition time and
-// the observed generation.
+// the observed generation. A status holds at most 16.
 type Condition struct {
-	Type    string          `json:"type"`
-	Status  ConditionStatus `json:"status"`
-	Reason  string          `json:"reason"`
-	Message string          `json:"message"`
+	// Type is a qualified name (`Ready`, `example.com/Installed`).
+	Type   string          `json:"type"`
+	Status ConditionStatus `json:"status"`
+	// Reason is one CamelCase word (letters, digits, `_`, `,`, `:`).
+	Reason string `json:"reason"`
+	// Message is any text; the host cuts it at 32 KiB and blanks control
+	// characters other than line breaks and tabs.
+	Message string `json:"message"`
 }
 
 // ResourceStatus is one entry of `status.resources`.

@@ -313,13 +313,19 @@ impl ConditionStatus {
     }
 }
 
+/// A status condition; the host adds the transition time and the observed
+/// generation. A status holds at most 16.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
+    /// A qualified name (`Ready`, `example.com/Installed`).
     #[serde(rename = "type")]
     pub type_: String,
     pub status: ConditionStatus,
+    /// One CamelCase word (letters, digits, `_`, `,`, `:`).
     pub reason: String,
+    /// Any text; the host cuts it at 32 KiB and blanks control characters
+    /// other than line breaks and tabs.
     pub message: String,
 }
 
