@@ -1,7 +1,8 @@
 //! What Kubernetes accepts as names, versions, kinds and plurals: the rule
 //! every string from a plugin, a tenant or a cluster must pass before it
 //! becomes part of a request path (a URL), a label or another object's
-//! identity. A leaf module: it imports nothing from the crate.
+//! identity; and [`one_line`], how free text from outside is shown in a
+//! message. A leaf module: it imports nothing from the crate.
 //!
 //! Every predicate here accepts only lower-case letters, digits, `-` and
 //! (for subdomains) `.`, with letters or digits at the edges: no `/`, `?`,
@@ -103,6 +104,17 @@ pub fn phase(s: &str) -> bool {
             && s.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
+/// Free text from outside (a registry's error, a refused value) shown on
+/// one line of a message: control characters as spaces, at most `max`
+/// characters, with `…` when cut.
+pub fn one_line(text: &str, max: usize) -> String {
+    let mut line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(max).collect();
+    if text.chars().count() > max {
+        line.push('…');
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +129,13 @@ mod tests {
         }
         assert!(phase("") && phase("Ready") && phase("Progressing2"));
         assert!(!phase("Not ready") && !phase("9lives") && !phase("\u{1b}[31mRed") && !phase(&"P".repeat(64)));
+    }
+
+    #[test]
+    fn one_line_is_printable_and_bounded() {
+        assert_eq!(one_line("a\nb\u{1b}c", 10), "a b c");
+        assert_eq!(one_line("éééé", 3), "ééé…");
+        assert_eq!(one_line("abc", 3), "abc");
     }
 
     #[test]

@@ -126,9 +126,5 @@ pub async fn pull(reference: &PluginRef, options: &Options) -> Result<Pulled, So
 
 /// Registry-sent text made safe for one log line: printable, bounded.
 pub(crate) fn oneline(text: &str) -> String {
-    let mut line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect();
-    if text.chars().count() > 200 {
-        line.push('…');
-    }
-    line
+    crate::syntax::one_line(text, 200)
 }

@@ -90,11 +90,7 @@ fn printable(s: &str) -> bool {
 
 /// A refused value, shown in an error: short, on one line.
 fn clip(value: &str) -> String {
-    let shown: String = value.chars().take(64).map(|c| if c.is_control() { ' ' } else { c }).collect();
-    match value.chars().count() > 64 {
-        true => format!("{shown}…"),
-        false => shown,
-    }
+    syntax::one_line(value, 64)
 }
 
 #[cfg(test)]
