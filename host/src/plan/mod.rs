@@ -17,7 +17,7 @@ pub mod kinds;
 pub mod report;
 pub mod validate;
 
-pub use check::{check_plan, check_ref, check_teardown, manifest};
+pub use check::{check_blocked, check_plan, check_ref, check_teardown, manifest};
 
 use crate::Error;
 use crate::grant::Effective;
@@ -203,11 +203,7 @@ pub async fn cleanup(planner: &Planner, input: &Input) -> Result<Result<CleanupP
         Ok(CleanupPlan::Teardown(teardown)) => {
             check_teardown(planner.descriptor(), &planner.granted, &input.context, teardown)?
         }
-        Ok(CleanupPlan::Blocked(blocked)) => {
-            if let Some(resources) = &blocked.resources {
-                report::resources(resources).map_err(|reason| check::invalid(planner.descriptor(), reason))?;
-            }
-        }
+        Ok(CleanupPlan::Blocked(blocked)) => check_blocked(planner.descriptor(), blocked)?,
         Err(_) => {}
     }
     Ok(result)

@@ -5,7 +5,7 @@
 //! One refusal fails the whole reconcile before anything is written.
 
 use service_provider_sdk::contract::{
-    Capability, Cluster, Context, CopyKind, Descriptor, NamespaceScope, ObjectRef, Plan, Teardown,
+    Blocked, Capability, Cluster, Context, CopyKind, Descriptor, NamespaceScope, ObjectRef, Plan, Teardown,
 };
 
 use super::{Manifest, report, validate};
@@ -119,7 +119,15 @@ pub fn check_teardown(
     Ok(())
 }
 
-pub(super) fn invalid(descriptor: &Descriptor, reason: String) -> Error {
+/// Checks a blocked cleanup: what it reports of the resources.
+pub fn check_blocked(descriptor: &Descriptor, blocked: &Blocked) -> Result<(), Error> {
+    match &blocked.resources {
+        Some(resources) => report::resources(resources).map_err(|reason| invalid(descriptor, reason)),
+        None => Ok(()),
+    }
+}
+
+fn invalid(descriptor: &Descriptor, reason: String) -> Error {
     Error::InvalidPlan { plugin: descriptor.name.clone(), reason }
 }
 

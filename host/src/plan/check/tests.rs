@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{
-    ApiKind, DesiredObject, KubeconfigRef, NamespaceScope, ObjectCopy, ServiceStatus,
+    ApiKind, DesiredObject, KubeconfigRef, NamespaceScope, ObjectCopy, ResourceStatus, ServiceStatus,
 };
 
 use super::*;
@@ -194,6 +194,32 @@ fn malformed_manifests_are_refused() {
         let err = check(&p).unwrap_err();
         assert!(matches!(err, Error::InvalidPlan { .. }), "{bad}: {err}");
     }
+}
+
+#[test]
+fn what_a_plan_or_a_cleanup_reports_is_checked_too() {
+    let forged = ResourceStatus {
+        api_group: None,
+        kind: "Namespace".into(),
+        name: "x\ny".into(),
+        namespace: None,
+        phase: "Ready".into(),
+        message: None,
+        location: None,
+    };
+    let expected = "status.resources[0].name \"x y\" is not an object name";
+    let mut p = plan(vec![], vec![]);
+    p.status.resources = Some(vec![forged.clone()]);
+    let teardown = Teardown { objects: vec![], copies: vec![], resources: Some(vec![forged.clone()]) };
+    let blocked = Blocked { message: "m".into(), requeue_after_seconds: 1, resources: Some(vec![forged]) };
+    for err in [
+        check(&p).unwrap_err(),
+        check_teardown(&descriptor(), &granted(), &context(true), &teardown).unwrap_err(),
+        check_blocked(&descriptor(), &blocked).unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::InvalidPlan { .. }) && err.to_string().contains(expected), "{err}");
+    }
+    assert!(check_blocked(&descriptor(), &Blocked { resources: None, ..blocked }).is_ok());
 }
 
 #[test]
