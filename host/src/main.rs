@@ -82,6 +82,11 @@ struct RegistryArgs {
     /// from $DOCKER_CONFIG/config.json (a mounted dockerconfigjson Secret).
     #[arg(long, env = "REGISTRY_CA_FILE")]
     registry_ca_file: Option<PathBuf>,
+    /// How long pulling a plugin may take, in seconds: every request, retry
+    /// and signature check of it together. A registry that stalls, or sends
+    /// a byte at a time, fails the start (or `plugin push`) after this.
+    #[arg(long, env = "PLUGIN_PULL_TIMEOUT_SECONDS", default_value_t = oci::DEFAULT_PULL_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    plugin_pull_timeout_seconds: u64,
 }
 
 impl RegistryArgs {
@@ -92,6 +97,7 @@ impl RegistryArgs {
             verify_key: self.plugin_verify_key.clone(),
             insecure_registries: self.insecure_registries.clone(),
             ca_file: self.registry_ca_file.clone(),
+            pull_timeout: Duration::from_secs(self.plugin_pull_timeout_seconds),
         }
     }
 }

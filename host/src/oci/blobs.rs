@@ -4,12 +4,17 @@
 //! hash to the name it was asked for, so a corrupted or replaced file is
 //! dropped and pulled again. Writes go to a temporary file that is renamed
 //! into place once its digest has been checked, so a reader never sees half
-//! a blob and a failed download leaves nothing behind.
+//! a blob and a failed download leaves nothing behind. Each temporary file
+//! has a name of its own (`tempfile` creates it exclusively, under a random
+//! name): pods sharing the cache volume can have the same pid, each in its
+//! own pid namespace, so a name made from the pid would be one file for two
+//! downloads.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+use tempfile::NamedTempFile;
 
 use super::reference::sha256_hex;
 use crate::sandbox::{digest_of, sha256_digest};
@@ -42,12 +47,11 @@ impl Blobs {
 
     pub fn keep_evidence(&self, digest: &str, bytes: &[u8]) {
         let Some(path) = self.evidence_path(digest) else { return };
-        let partial = path.with_extension(format!("partial-{}", std::process::id()));
-        let written = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
-            .and_then(|()| std::fs::write(&partial, bytes))
-            .and_then(|()| std::fs::rename(&partial, &path));
+        let written = partial_beside(&path).and_then(|mut partial| {
+            partial.write_all(bytes)?;
+            partial.persist(&path).map(drop).map_err(|e| e.error)
+        });
         if let Err(e) = written {
-            let _ = std::fs::remove_file(&partial);
             tracing::warn!(cache = %path.display(), error = %e, "the plugin cache is not writable; the next start fetches the signature again");
         }
     }
@@ -71,16 +75,11 @@ impl Blobs {
     /// `max_bytes` as it is written. A cache that cannot be written costs
     /// a pull on the next start, nothing more: the blob stays in memory.
     pub fn writer(&self, digest: &str, max_bytes: u64) -> Writer {
-        let file = self.path(digest).and_then(|path| {
-            let partial = path.with_extension(format!("partial-{}", std::process::id()));
-            let created = std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))
-                .and_then(|()| std::fs::File::create(&partial));
-            match created {
-                Ok(file) => Some((file, partial, path)),
-                Err(e) => {
-                    tracing::warn!(cache = %partial.display(), error = %e, "the plugin cache is not writable; the next start pulls again");
-                    None
-                }
+        let file = self.path(digest).and_then(|path| match partial_beside(&path) {
+            Ok(partial) => Some((partial, path)),
+            Err(e) => {
+                tracing::warn!(cache = %path.display(), error = %e, "the plugin cache is not writable; the next start pulls again");
+                None
             }
         });
         Writer { digest: digest.to_string(), max_bytes, hasher: Sha256::new(), bytes: Vec::new(), file }
@@ -94,13 +93,27 @@ impl Blobs {
     }
 }
 
+/// A new file in the directory of `path` (made if need be), to be renamed
+/// to `path` when complete; removed when dropped before that.
+fn partial_beside(path: &Path) -> std::io::Result<NamedTempFile> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut builder = tempfile::Builder::new();
+    // What `File::create` gives (less the umask), not tempfile's 0600: a
+    // cache filled at image build time is read by the image's user.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    builder.prefix(".partial-").tempfile_in(dir)
+}
+
 /// A blob being written: hashed and counted on the way.
 pub struct Writer {
     digest: String,
     max_bytes: u64,
     hasher: Sha256,
     bytes: Vec<u8>,
-    file: Option<(std::fs::File, PathBuf, PathBuf)>,
+    /// The partial file and where it goes.
+    file: Option<(NamedTempFile, PathBuf)>,
 }
 
 impl Writer {
@@ -128,26 +141,19 @@ impl Writer {
             self.abandon();
             return Err(format!("the bytes the registry sent do not hash to {} (but to {actual})", self.digest));
         }
-        if let Some((file, partial, path)) = self.file.take() {
-            let moved = file.sync_all().and_then(|()| std::fs::rename(&partial, &path));
+        if let Some((partial, path)) = self.file.take() {
+            let moved =
+                partial.as_file().sync_all().and_then(|()| partial.persist(&path).map(drop).map_err(|e| e.error));
             if let Err(e) = moved {
-                let _ = std::fs::remove_file(&partial);
                 return Err(format!("writing the plugin cache {}: {e}", path.display()));
             }
         }
-        Ok(std::mem::take(&mut self.bytes))
+        Ok(self.bytes)
     }
 
+    /// Stops writing the file; dropping it removes it.
     fn abandon(&mut self) {
-        if let Some((_, partial, _)) = self.file.take() {
-            let _ = std::fs::remove_file(partial);
-        }
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        self.abandon();
+        self.file = None;
     }
 }
 
@@ -191,6 +197,38 @@ mod tests {
         drop(w);
         let left: Vec<_> = std::fs::read_dir(root.join("blobs/sha256")).unwrap().collect();
         assert!(left.is_empty(), "{left:?}");
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn two_downloads_of_one_blob_into_one_directory_do_not_collide() {
+        // Two pods on one cache volume can have the same pid (each in its own
+        // pid namespace); one process plays both here.
+        let root = dir("shared");
+        let blobs = Blobs::new(Some(&root));
+        let digest = digest_of(b"component");
+        let (mut first, mut second) = (blobs.writer(&digest, 100), blobs.writer(&digest, 100));
+        first.write(b"compo").unwrap();
+        second.write(b"compo").unwrap();
+        second.write(b"nent").unwrap();
+        first.write(b"nent").unwrap();
+        assert_eq!(second.finish().unwrap(), b"component");
+        assert_eq!(first.finish().unwrap(), b"component");
+        // One that fails does not take the other's file with it.
+        let other = digest_of(b"other");
+        let mut kept = blobs.writer(&other, 100);
+        kept.write(b"oth").unwrap();
+        drop(blobs.writer(&other, 100));
+        kept.write(b"er").unwrap();
+        assert_eq!(kept.finish().unwrap(), b"other");
+        assert_eq!(blobs.read(&digest, 100).as_deref(), Some(&b"component"[..]));
+        assert_eq!(blobs.read(&other, 100).as_deref(), Some(&b"other"[..]));
+        let mut left: Vec<_> =
+            std::fs::read_dir(root.join("blobs/sha256")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        let mut expected = [sha256_hex(&digest).unwrap(), sha256_hex(&other).unwrap()];
+        expected.sort();
+        assert_eq!(left, expected, "only the blobs remain");
         std::fs::remove_dir_all(root).unwrap();
     }
 

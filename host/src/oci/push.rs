@@ -6,6 +6,7 @@
 //! ServiceProvider, and what cosign signs.
 
 use oci_client::RegistryOperation;
+use oci_client::errors::OciDistributionError;
 use serde_json::json;
 
 use super::artifact::{CONFIG, LAYER, MANIFEST};
@@ -55,8 +56,19 @@ fn layout(wasm: &[u8], file_name: &str) -> Layout {
     Layout { config, config_digest, manifest, digest, component }
 }
 
-/// Pushes `wasm` (already checked to load) to `target` (a tag, usually).
+/// Pushes `wasm` (already checked to load) to `target` (a tag, usually),
+/// within the same deadline as a pull: a stalled registry fails the push
+/// rather than hanging the pipeline that runs it.
 pub async fn push(
+    wasm: &[u8],
+    file_name: &str,
+    target: &PluginRef,
+    options: &Options,
+) -> Result<Published, SourceError> {
+    super::within_deadline("push to", target, options, publish(wasm, file_name, target, options)).await
+}
+
+async fn publish(
     wasm: &[u8],
     file_name: &str,
     target: &PluginRef,
@@ -67,7 +79,7 @@ pub async fn push(
     let registry = registry.get()?;
     let image = target.reference();
     let auth = registry.credentials.for_registry(target.registry());
-    let fail = |e| registry.error(e);
+    let fail = |e: OciDistributionError| registry.error(e.into());
     registry.client.auth(image, &auth, RegistryOperation::Push).await.map_err(fail)?;
     registry.client.push_blob(image, config, &config_digest).await.map_err(fail)?;
     registry.client.push_blob(image, wasm.to_vec(), &component).await.map_err(fail)?;

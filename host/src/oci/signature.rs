@@ -100,7 +100,7 @@ pub async fn verify(
     let tag = format!("sha256-{}.sig", sha256_hex(digest).unwrap_or_default());
     candidates.push((reference.tagged(&tag), Source::Tag));
     for (at, source) in candidates {
-        let Some(manifest) = registry.manifest_at(&at, &[MANIFEST]).await? else { continue };
+        let Some(manifest) = registry.manifest_at(&at, &[MANIFEST], "a signature manifest").await? else { continue };
         for (layer, annotation) in layers(&manifest, source).into_iter().take(MAX_CANDIDATES) {
             let bytes = registry.blob(&at, &layer, &Blobs::new(None)).await?;
             let evidence = match source {

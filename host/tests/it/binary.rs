@@ -12,6 +12,7 @@ use host_test_support::*;
 use serde_json::{Value, json};
 
 mod registry;
+mod registry_bounds;
 
 fn binary() -> Launcher {
     Launcher::Binary(env!("CARGO_BIN_EXE_service-provider-host").into())

@@ -203,3 +203,30 @@ envtest::real_flux_test! {
         refused(&r, &kro, &[], &docker, "is unreachable");
     }
 }
+
+envtest::real_flux_test! {
+    /// A key signs digests, not tags: a registry that moves a tag back to an
+    /// older digest the key once signed (a release with a known hole) would
+    /// pass the check. So with a key a tag is refused, even with the opt-in.
+    async fn a_tag_is_refused_with_a_verification_key_because_the_registry_can_move_it_back() {
+        let r = PluginRegistry::start().await;
+        let docker = r.docker_config();
+        let key = r.key().display().to_string();
+        let old = r.publish(&host(), &plugins::plugin_path(KRO_0_1), "plugins/kro");
+        r.sign(&old, false);
+        let current = r.publish(&host(), &plugins::plugin_path(KRO), "plugins/kro");
+        r.sign(&current, false);
+        // The registry moves the tag back to the old, signed release.
+        assert_eq!(r.publish(&host(), &plugins::plugin_path(KRO_0_1), "plugins/kro"), old);
+
+        let tag = format!("oci://{}/plugins/kro:test", r.host());
+        let opt_in = ["--allow-mutable-plugin-reference", "--plugin-verify-key", key.as_str()];
+        let (ok, stderr) = precompile(&r, &tag, &cache_dir("rolled-back"), &opt_in, &docker);
+        assert!(!ok, "{tag} with a key was accepted; the registry had moved it back to {old}: {stderr}");
+        refused(&r, &tag, &opt_in, &docker, "with --plugin-verify-key");
+
+        // Pinned, the current release verifies as before.
+        let (ok, stderr) = precompile(&r, &current, &cache_dir("pinned"), &["--plugin-verify-key", &key], &docker);
+        assert!(ok, "{current}: {stderr}");
+    }
+}
