@@ -113,6 +113,15 @@ pub enum Error {
     /// What an observation read outgrew the plugin's input limit.
     #[error("{what}: more than the limit of {max} bytes of plugin input")]
     InputTooLarge { what: String, max: usize },
+    /// What an observation reads from a cluster, counted before it is
+    /// trimmed, is more than the host reads for one (`per`: in one
+    /// response, or in all): what the plugin does not see counts too, so a
+    /// tenant's cluster decides it, and the tenant must act.
+    #[error(
+        "{what}: its objects are more than the limit of {max} bytes the host reads {per} (what the plugin does not \
+         see counts too, such as annotations and managedFields): remove or shrink them"
+    )]
+    ObservationTooLarge { what: String, max: usize, per: &'static str },
     /// The plugin asked for something its grant does not allow, or that
     /// the host never allows (see [`crate::grant`]).
     #[error(transparent)]
@@ -302,7 +311,7 @@ impl Error {
             },
             Error::InvalidPlan { .. } | Error::PluginTransient { .. } | Error::InputTooLarge { .. } => Category::Plugin,
             Error::Denied(_) => Category::CapabilityDenied,
-            Error::Input(_) => Category::UserInput,
+            Error::Input(_) | Error::ObservationTooLarge { .. } => Category::UserInput,
             Error::Conflict { .. } => Category::Conflict,
             Error::Access(_) => Category::Access,
             Error::Kube { .. }

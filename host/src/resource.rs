@@ -8,7 +8,9 @@ use service_provider_sdk::contract::ApiKind;
 
 /// How many objects one page of a LIST the host reads asks for (an
 /// observation's, a prune's): what a tenant has put on its cluster is read
-/// a page at a time, never whole.
+/// a page at a time, never whole. An observation asks again for fewer (as
+/// many as fitted, at most half) when a page's response is larger than it
+/// reads at once (see `gather::list`).
 pub const LIST_PAGE: u32 = 250;
 
 /// `(group, version)` of an `apiVersion`; the core group is `""`.

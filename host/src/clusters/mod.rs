@@ -143,7 +143,11 @@ pub async fn read_kubeconfig(platform: &Client, at: &KubeconfigRef) -> Result<(S
 /// LIST page of objects with the largest annotations the API server allows
 /// would otherwise be read whole into memory. A larger answer is an error
 /// of its request; a watch stream is restarted (and relisted) after this
-/// much. Requests are paged well below it.
+/// much. Requests are paged well below it: an observation reads a quarter
+/// of it per page, asking for fewer objects when a page is larger, and
+/// parses only what the plugin sees (`gather::list`); a blocker watch lists
+/// few enough objects a page that even the largest fit
+/// (`stores::blockers::WATCH_PAGE`).
 pub const MAX_TENANT_RESPONSE_BYTES: usize = 32 << 20;
 
 /// A Secret's `(namespace, name)`.

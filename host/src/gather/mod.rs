@@ -3,24 +3,29 @@
 //!
 //! The cluster-facing gatherer reads observations from the API servers; the
 //! helpers here are shared with `render`, which reads them from files;
-//! [`list`] reads what an observation lists, a page at a time, within the
-//! plugin's input limit.
+//! [`list`] reads what an observation lists, a page at a time, each object
+//! trimmed while it is parsed, within bounds on what it reads and on the
+//! plugin's input.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube::api::DynamicObject;
-use serde_json::{Map, Value};
+use serde::de::DeserializeSeed;
+use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, Context, Detail, Input, KubeconfigRef, Observation, Observed};
+use service_provider_sdk::names;
 
 mod list;
 
-use list::{Budget, list};
+use list::{Bounds, Budget, list};
 
 use crate::Error;
 use crate::grant::Effective;
 use crate::instance::{Instance, Reach, reachable, scope_namespace};
+use crate::owner::LABEL_PROVIDER;
 use crate::resource::{self, kind_absent};
+use crate::stores::trimmed::Keep;
 use crate::stores::{Lookup, Stores};
 
 /// The context for one instance.
@@ -71,48 +76,41 @@ pub fn observations<'a>(granted: &'a [Observation], call: Call<'_>) -> impl Iter
     granted.iter().filter(move |o| o.stage.applies(cleanup))
 }
 
-/// The metadata a plugin sees of an observed object: an allow-list, so
-/// nothing that carries data (`managedFields`, the
-/// `kubectl.kubernetes.io/last-applied-configuration` annotation, which
-/// holds a whole Secret's data) enters the sandbox. Annotations only as the
-/// grant names them ([`Effective::annotations`]).
-pub const METADATA: &[&str] = &[
-    "name",
-    "namespace",
-    "labels",
-    "uid",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "finalizers",
-    "ownerReferences",
-];
-
 /// Trims an object to what the plugin asked for, with the metadata of
-/// [`METADATA`] and of the annotations only those in `annotations`.
-pub fn trim(mut object: Value, detail: Detail, annotations: &[String]) -> Value {
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        let kept: Option<Map<String, Value>> = meta.get("annotations").and_then(Value::as_object).map(|all| {
-            all.iter().filter(|(k, _)| annotations.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
-        });
-        meta.retain(|key, _| METADATA.contains(&key.as_str()));
-        if let Some(kept) = kept.filter(|k| !k.is_empty()) {
-            meta.insert("annotations".into(), Value::Object(kept));
-        }
+/// [`METADATA`](crate::stores::trimmed::METADATA) and of the annotations
+/// only those in `annotations`: the same [`Keep`] a LIST's objects are
+/// parsed with, applied to an object parsed already (one read by name, a
+/// watch's, a file's). Anything but an object trims to an empty one.
+pub fn trim(object: Value, detail: Detail, annotations: &[String]) -> Value {
+    let kept = Keep { detail, annotations }.deserialize(object).unwrap_or_default();
+    Value::Object(kept.object)
+}
+
+/// What a plugin is shown of the objects an observation found: on the
+/// platform cluster the tenant namespace is shared with other providers (a
+/// ControlPlane's Kro and Flux instances have the same one), so of what a
+/// full-detail observation finds there the objects another provider of
+/// this host owns (its owner label names another provider) are shown at
+/// metadata detail only: their HelmRelease `values` are none of this
+/// plugin's business. Objects without the label are shown in full: a
+/// plugin taking over what its Go predecessor made (`--adopt-from`) must
+/// read their status before the host has labelled them.
+fn shown(o: &Observation, context: &Context, annotations: &[String], objects: Vec<String>) -> Vec<String> {
+    if o.cluster != Cluster::Platform || o.detail != Detail::Full {
+        return objects;
     }
-    match detail {
-        Detail::Full => object,
-        Detail::Metadata => {
-            let mut kept = Map::new();
-            for key in ["apiVersion", "kind", "metadata"] {
-                if let Some(v) = object.get(key) {
-                    kept.insert(key.to_string(), v.clone());
-                }
+    let ours = names::label_value(&context.provider_name);
+    let label = format!("/metadata/labels/{}", LABEL_PROVIDER.replace('~', "~0").replace('/', "~1"));
+    objects
+        .into_iter()
+        .map(|text| {
+            let Ok(object) = serde_json::from_str::<Value>(&text) else { return text };
+            match object.pointer(&label).and_then(Value::as_str) {
+                Some(owner) if owner != ours => trim(object, Detail::Metadata, annotations).to_string(),
+                _ => text,
             }
-            Value::Object(kept)
-        }
-    }
+        })
+        .collect()
 }
 
 /// Whether `object` is one that `observation` covers in this context. An
@@ -142,7 +140,9 @@ pub fn matches(observation: &Observation, context: &Context, object: &Value) -> 
 
 /// Observations answered from a given set of objects (as `render` does with
 /// `--observed`): every needed observation on a reachable cluster gets an
-/// entry, possibly empty.
+/// entry, possibly empty. The objects are the author's own, shown as given
+/// (a live observation shows another provider's objects at metadata detail
+/// only, [`shown`]; hand-written fixtures carry no owner labels).
 pub fn observed_from(granted: &Effective, context: &Context, call: Call<'_>, objects: &[Value]) -> Vec<Observed> {
     observations(&granted.observations, call)
         .filter(|o| reachable(o.cluster, context))
@@ -180,11 +180,17 @@ pub async fn observe(
         let Some(client) = reach.client(o.cluster) else { continue };
         let annotations = granted.annotations(&o.id);
         let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
-        if let Some(objects) = call.watched(o) {
+        // A watch keeps no annotations (see `stores::blockers`): an
+        // observation granted some is read instead.
+        let watched = match annotations.is_empty() {
+            true => call.watched(o),
+            false => None,
+        };
+        if let Some(objects) = watched {
             let objects = objects.into_iter().filter(|obj| matches(o, context, obj));
             let objects: Vec<String> = objects.map(|obj| trim(obj, o.detail, annotations).to_string()).collect();
             budget.spend(&what(), objects.iter().map(String::len).sum())?;
-            observed.push(Observed { id: o.id.clone(), objects });
+            observed.push(Observed { id: o.id.clone(), objects: shown(o, context, annotations, objects) });
             continue;
         }
         let namespace = scope_namespace(&o.scope, context);
@@ -195,8 +201,9 @@ pub async fn observe(
         };
         let found: Option<Value> = match &o.name {
             None => {
-                let objects = list(&api, o, o.detail, annotations, budget, &what).await?;
-                observed.push(Observed { id: o.id.clone(), objects });
+                let keep = Keep { detail: o.detail, annotations };
+                let objects = list(client, api.resource_url(), o, keep, Bounds::OBSERVATION, budget, &what).await?;
+                observed.push(Observed { id: o.id.clone(), objects: shown(o, context, annotations, objects) });
                 continue;
             }
             Some(_) if stored.is_some() => Some(to_json(stored.as_deref(), &what)?),
@@ -212,7 +219,7 @@ pub async fn observe(
         };
         let objects: Vec<String> = found.into_iter().map(|obj| trim(obj, o.detail, annotations).to_string()).collect();
         budget.spend(&what(), objects.iter().map(String::len).sum())?;
-        observed.push(Observed { id: o.id.clone(), objects });
+        observed.push(Observed { id: o.id.clone(), objects: shown(o, context, annotations, objects) });
     }
     Ok(observed)
 }
@@ -298,6 +305,36 @@ mod tests {
     fn ctx() -> Context {
         let instance = Instance { name: "example".into(), namespace: "default".into(), generation: 1 };
         context(&instance, "p", "pods", None, None)
+    }
+
+    #[test]
+    fn of_the_platform_another_providers_objects_are_shown_at_metadata_only() {
+        let c = ctx();
+        let release = |provider: &str| {
+            json!({"apiVersion": "g.io/v1", "kind": "Thing",
+                "metadata": {"name": provider, "labels": {LABEL_PROVIDER: provider}, "annotations": {"note": "n"}},
+                "spec": {"values": {"password": "theirs"}}, "status": {"ready": true}})
+            .to_string()
+        };
+        let o = observation(NamespaceScope::Tenant, None);
+        let mut unlabelled: Value = serde_json::from_str(&release("go")).unwrap();
+        unlabelled["metadata"].as_object_mut().unwrap().remove("labels");
+        let unlabelled = unlabelled.to_string();
+        let all = vec![release("p"), release("other"), unlabelled.clone()];
+        let shown_ = shown(&o, &c, &["note".to_string()], all);
+        let parsed: Vec<Value> = shown_.iter().map(|t| serde_json::from_str(t).unwrap()).collect();
+        assert_eq!(parsed[0]["spec"]["values"]["password"], "theirs", "the provider's own, in full");
+        assert_eq!(shown_[2], unlabelled, "what no provider of the host owns (a predecessor's), in full");
+        assert!(parsed[1].get("spec").is_none() && parsed[1].get("status").is_none(), "{}", parsed[1]);
+        assert_eq!(parsed[1]["metadata"]["name"], "other");
+        assert_eq!(parsed[1]["metadata"]["annotations"]["note"], "n", "granted annotations stay");
+        let mut control_plane = observation(NamespaceScope::Tenant, None);
+        control_plane.cluster = Cluster::ControlPlane;
+        assert_eq!(
+            shown(&control_plane, &c, &[], vec![release("other")]),
+            vec![release("other")],
+            "tenant clusters as read"
+        );
     }
 
     #[test]

@@ -12,15 +12,21 @@
 //! for [`IDLE`].
 //!
 //! These are the only watches on tenant clusters, one per blocked instance
-//! and observation. Deny by default on size too: a watch whose objects
-//! outgrow the plugin's input limit ends and drops them, and reads fall back
-//! to a LIST, which that limit then refuses with a clear error; so a tenant
-//! cannot make the host keep more than one plugin input's worth per
-//! observation (twice that while a relist replaces a list). No new watch
-//! starts while all of them hold more than `BUDGET_INPUTS` inputs. A watch
-//! that cannot list (its credentials may list but not watch, say) ends too,
-//! and its instance lists each round as before.
+//! and observation. Deny by default on size too: a watch keeps of each
+//! object what every plugin sees of it, trimmed while it is parsed (`Slim`,
+//! see [`super::trimmed`]), so annotations and managedFields a tenant piles
+//! on are never built; it lists [`WATCH_PAGE`] objects a page, so that a
+//! page fits the response limit of a tenant's cluster even of the largest
+//! objects. A watch whose objects outgrow the plugin's input limit ends and
+//! drops them, and reads fall back to a LIST, which that limit then refuses
+//! with a clear error; so a tenant cannot make the host keep more than one
+//! plugin input's worth per observation (twice that while a relist replaces
+//! a list). No new watch starts while all of them hold more than
+//! `BUDGET_INPUTS` inputs. A watch that cannot list (its credentials may
+//! list but not watch, say) ends too, and its instance lists each round as
+//! before.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,19 +34,32 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedSender;
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{ApiResource, DynamicObject, PartialObjectMeta, TypeMeta};
+use kube::Resource;
+use kube::api::{ApiResource, ObjectMeta};
+use kube::core::DynamicResourceScope;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use serde_json::json;
+use serde::de::{Deserialize, DeserializeSeed, Deserializer};
+use serde_json::{Map, Value};
+use service_provider_sdk::contract::Detail;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
+use super::trimmed::{Keep, Kept};
 use super::{Packed, pack_event};
 use follow::follow;
 
 use crate::instance::InstanceKey;
+
+/// How many objects a page of a blocker watch's list asks for: a page of
+/// objects as large as an API server stores (about 1.5 MiB each) fits the
+/// response limit of a tenant's cluster
+/// ([`crate::clusters::MAX_TENANT_RESPONSE_BYTES`]), so a tenant with large
+/// objects still gets a watch instead of a LIST every round.
+pub const WATCH_PAGE: u32 = 8;
 
 /// How long a watch that no round has read is kept (the instance went
 /// without its deletion finishing, e.g. its finalizer was removed by hand).
@@ -219,36 +238,14 @@ impl Blockers {
         let writer = reflector::store::Writer::<Packed>::new(wanted.resource.clone());
         let store = writer.as_reader();
         let health = Arc::new(Health::new(store));
-        let mut config = watcher::Config::default();
+        let mut config = watcher::Config::default().page_size(WATCH_PAGE);
         if let Some(name) = &wanted.name {
             config = config.fields(&format!("metadata.name={name}"));
         }
-        // List items of built-in kinds come without apiVersion and kind:
-        // every stored object gets them from the resource.
         let (client, resource, namespace) = (wanted.client, &wanted.resource, wanted.namespace.as_deref());
-        let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
         let events = match wanted.metadata_only {
-            // Metadata-only requests (`PartialObjectMeta` asks for them).
-            true => {
-                let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
-                    Some(ns) => Api::namespaced_with(client, ns, resource),
-                    None => Api::all_with(client, resource),
-                };
-                watcher(api, config)
-                    .default_backoff()
-                    .map_ok(move |event| {
-                        pack_event(&event, |meta| {
-                            let object =
-                                DynamicObject { types: None, metadata: meta.metadata.clone(), data: json!({}) };
-                            packed(object, &types)
-                        })
-                    })
-                    .boxed()
-            }
-            false => watcher(crate::resource::dynamic_api(&client, resource, namespace), config)
-                .default_backoff()
-                .map_ok(move |event| pack_event(&event, |object| packed(object.clone(), &types)))
-                .boxed(),
+            true => events::<true>(client, resource, namespace, config),
+            false => events::<false>(client, resource, namespace, config),
         };
         let wake = self.wake.lock().expect("not poisoned").clone();
         let run = follow(events.reflect(writer), health.clone(), wake, instance, self.max_bytes);
@@ -262,11 +259,96 @@ fn held(entries: &HashMap<(InstanceKey, String), Watch>) -> usize {
     entries.values().map(|e| e.health.bytes.load(Ordering::Acquire)).sum()
 }
 
-/// An object as a blocker watch keeps it: typed, without `managedFields`.
-fn packed(mut object: DynamicObject, types: &TypeMeta) -> Packed {
-    object.types = Some(types.clone());
-    object.metadata.managed_fields = None;
-    Packed::pack(&object)
+/// The events of a watch of `resource`, their objects [`Slim`] and packed.
+fn events<const METADATA_ONLY: bool>(
+    client: Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    config: watcher::Config,
+) -> BoxStream<'static, Result<watcher::Event<Packed>, watcher::Error>> {
+    let api: Api<Slim<METADATA_ONLY>> = match namespace {
+        Some(ns) => Api::namespaced_with(client, ns, resource),
+        None => Api::all_with(client, resource),
+    };
+    let resource = resource.clone();
+    watcher(api, config).default_backoff().map_ok(move |event| pack_event(&event, |o| o.pack(&resource))).boxed()
+}
+
+/// An object as a blocker watch reads it: what every plugin sees of it,
+/// trimmed while it is parsed ([`Keep`]), and the name, namespace and
+/// resourceVersion the watch and its store go by. No annotations: the
+/// grant names them per observation, and the watch is not told which (an
+/// observation granted some is read by a LIST instead, see `gather`).
+/// `METADATA_ONLY` asks the API server for metadata only (a lighter watch,
+/// and all a metadata observation sees).
+#[derive(Clone, Debug)]
+struct Slim<const METADATA_ONLY: bool> {
+    metadata: ObjectMeta,
+    object: Map<String, Value>,
+}
+
+impl<const METADATA_ONLY: bool> Slim<METADATA_ONLY> {
+    /// Packed for the store, with the kind of the watched resource (items
+    /// of a list of a built-in kind come without it, metadata-only ones as
+    /// `PartialObjectMetadata`).
+    fn pack(&self, resource: &ApiResource) -> Packed {
+        let kept = Kept { object: self.object.clone(), resource_version: None };
+        Packed::pack_value(&kept.typed(&resource.api_version, &resource.kind))
+    }
+}
+
+impl<'de, const METADATA_ONLY: bool> Deserialize<'de> for Slim<METADATA_ONLY> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let detail = if METADATA_ONLY { Detail::Metadata } else { Detail::Full };
+        let Kept { object, resource_version } = Keep { detail, annotations: &[] }.deserialize(deserializer)?;
+        let field = |key: &str| object.get("metadata")?.get(key)?.as_str().map(str::to_string);
+        let metadata = ObjectMeta {
+            name: field("name"),
+            namespace: field("namespace"),
+            resource_version,
+            ..ObjectMeta::default()
+        };
+        Ok(Slim { metadata, object })
+    }
+}
+
+/// Watched like a dynamic object of the resource; `metadata_api` makes the
+/// watcher ask for metadata only.
+impl<const METADATA_ONLY: bool> Resource for Slim<METADATA_ONLY> {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn metadata_api() -> bool {
+        METADATA_ONLY
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 mod follow;

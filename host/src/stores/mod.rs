@@ -18,9 +18,12 @@
 //! A missing store therefore costs requests, never correctness.
 //!
 //! Objects are kept as JSON text ([`Packed`]) and parsed when looked up.
+//! What the host keeps of an object read for a plugin is decided while it
+//! is parsed ([`trimmed`]): by the blocker watches and by observations.
 
 pub mod blockers;
 mod packed;
+pub mod trimmed;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -43,6 +43,14 @@ impl Packed {
         Packed { metadata, json }
     }
 
+    /// Packs an object already in JSON form (a blocker watch's, trimmed
+    /// as it was read); its name and namespace are read from its metadata.
+    pub fn pack_value(object: &serde_json::Value) -> Self {
+        let field = |key: &str| object.get("metadata")?.get(key)?.as_str().map(str::to_string);
+        let metadata = ObjectMeta { name: field("name"), namespace: field("namespace"), ..ObjectMeta::default() };
+        Packed { metadata, json: object.to_string().into_boxed_str() }
+    }
+
     /// The object, parsed again.
     pub fn unpack(&self) -> Result<DynamicObject, serde_json::Error> {
         serde_json::from_str(&self.json)
@@ -145,6 +153,14 @@ mod tests {
         assert_eq!(packed.meta().labels, None, "only what the store keys on is kept parsed");
         let read: Packed = serde_json::from_value(serde_json::to_value(&object).expect("json")).expect("reads");
         assert_eq!(read.unpack().expect("unpacks"), object);
+    }
+
+    #[test]
+    fn a_value_packs_with_its_name_and_namespace() {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}});
+        let packed = Packed::pack_value(&object);
+        assert_eq!((packed.meta().name.as_deref(), packed.namespace()), (Some("c"), Some("n")));
+        assert_eq!(packed.value().expect("parses"), object);
     }
 
     #[test]

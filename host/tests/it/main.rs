@@ -20,3 +20,4 @@ mod openmcp;
 mod plan_fuzz;
 mod render;
 mod rotation;
+mod tenant_flood;

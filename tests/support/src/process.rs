@@ -198,8 +198,20 @@ impl Running {
 
     /// Resident memory of the host process, in KiB.
     pub fn rss_kib(&self) -> Option<u64> {
+        self.status_kib("VmRSS:")
+    }
+
+    /// The most resident memory the host process has had so far (the
+    /// kernel's high-water mark, so no peak between two samples is missed),
+    /// in KiB.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        self.status_kib("VmHWM:")
+    }
+
+    /// A `kB` field of the host process's `/proc/<pid>/status`.
+    fn status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.hosts().first()?)).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let line = status.lines().find(|l| l.starts_with(field))?;
         line.split_whitespace().nth(1)?.parse().ok()
     }
 

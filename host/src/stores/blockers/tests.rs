@@ -1,6 +1,8 @@
 //! The watch loop driven by scripted watch events.
 
 use futures::stream;
+use kube::api::DynamicObject;
+use serde_json::json;
 
 use super::*;
 
@@ -99,12 +101,26 @@ async fn a_watch_whose_objects_outgrow_the_input_limit_ends() {
 }
 
 #[test]
-fn stored_objects_carry_their_kind_even_when_a_list_left_it_out() {
-    let types = TypeMeta { api_version: "v1".into(), kind: "PersistentVolumeClaim".into() };
-    let mut item: DynamicObject =
-        serde_json::from_value(json!({"metadata": {"name": "data", "managedFields": [{}]}, "spec": {}})).unwrap();
-    item.types = None;
-    let value = packed(item, &types).value().unwrap();
+fn stored_objects_carry_their_kind_and_only_what_a_plugin_sees() {
+    let resource = crate::resource::api_resource("v1", "PersistentVolumeClaim", "persistentvolumeclaims");
+    let item = json!({"metadata": {"name": "data", "namespace": "n", "resourceVersion": "7", "managedFields": [{}],
+        "annotations": {"a": "b"}}, "spec": {"size": 1}});
+    let slim: Slim<false> = serde_json::from_value(item).unwrap();
+    assert_eq!(slim.meta().resource_version.as_deref(), Some("7"), "what the watch resumes from");
+    let value = slim.pack(&resource).value().unwrap();
+    assert_eq!(
+        value,
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "n"},
+            "spec": {"size": 1}}),
+        "typed, without managedFields, annotations or the resourceVersion"
+    );
+
+    // A metadata-only list item, as the API server sends it.
+    let item = json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {"name": "data", "resourceVersion": "8", "labels": {"l": "v"}}});
+    let slim: Slim<true> = serde_json::from_value(item).unwrap();
+    assert!(Slim::<true>::metadata_api() && !Slim::<false>::metadata_api());
+    let value = slim.pack(&resource).value().unwrap();
     assert_eq!((value["apiVersion"].as_str(), value["kind"].as_str()), (Some("v1"), Some("PersistentVolumeClaim")));
-    assert!(value["metadata"].get("managedFields").is_none());
+    assert_eq!(value["metadata"], json!({"name": "data", "labels": {"l": "v"}}));
 }
