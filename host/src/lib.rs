@@ -46,6 +46,7 @@ pub mod grant;
 pub mod init;
 mod instance;
 pub mod load;
+pub mod logging;
 pub mod metrics;
 pub mod oci;
 pub mod operator;

@@ -228,7 +228,8 @@ impl ProviderArgs {
             .with_ansi(ansi)
             .with_span_events(spans);
         match self.log_format {
-            LogFormat::Text => builder.init(),
+            // Fields on one line: what plugins and clusters say forges none.
+            LogFormat::Text => builder.fmt_fields(service_provider_host::logging::OneLineFields::default()).init(),
             LogFormat::Json => builder.json().init(),
         }
     }
@@ -350,8 +351,10 @@ fn main() -> std::process::ExitCode {
     match runtime().and_then(|rt| rt.block_on(execute(cli))) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            // One line with the whole cause chain; never a backtrace.
-            eprintln!("error: {}", service_provider_host::error::report(error.as_ref()));
+            // One line with the whole cause chain (whatever a plugin or a
+            // cluster put into it); never a backtrace.
+            let report = service_provider_host::error::report(error.as_ref());
+            eprintln!("error: {}", service_provider_host::syntax::flat(&report));
             std::process::ExitCode::FAILURE
         }
     }

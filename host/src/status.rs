@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ResourceStatus, ServiceStatus};
 use tracing::warn;
 
-use crate::Error;
+use crate::{Error, syntax};
 use crate::error::Input;
 
 pub const PHASE_PROGRESSING: &str = "Progressing";
@@ -152,12 +152,11 @@ fn entry(c: &Condition, generation: i64, last_transition: &str) -> ConditionEntr
 }
 
 /// Free text for a status (a plugin's, or what it echoes from a cluster):
-/// control characters other than line breaks and tabs become spaces, and
-/// at most [`MAX_MESSAGE`] bytes are kept.
+/// on one line ([`syntax::flat`]: `kubectl describe` prints a message as
+/// it is, so a line break in it would forge rows), and at most
+/// [`MAX_MESSAGE`] bytes.
 fn message(text: &str) -> String {
-    let clean: String =
-        text.chars().map(|c| if c.is_control() && !matches!(c, '\n' | '\t') { ' ' } else { c }).collect();
-    truncate(&clean, MAX_MESSAGE - '…'.len_utf8())
+    truncate(&syntax::flat(text), MAX_MESSAGE - '…'.len_utf8())
 }
 
 /// Keeps at most [`MAX_CONDITIONS`]: the ones `wanted` names always, then
@@ -275,8 +274,8 @@ impl StatusWriter {
 
     /// Events are best effort: the status carries the same message.
     async fn publish(&self, object: &DynamicObject, type_: EventType, reason: String, note: &str, action: &str) {
-        let event =
-            Event { type_, reason, note: Some(truncate(note, MAX_NOTE)), action: action.into(), secondary: None };
+        let note = Some(truncate(&syntax::flat(note), MAX_NOTE));
+        let event = Event { type_, reason, note, action: action.into(), secondary: None };
         let recorder = Recorder::new(self.onboarding.clone(), self.reporter.clone());
         if let Err(e) = recorder.publish(&event, &object.object_ref(&self.service)).await {
             warn!(error = %e, "could not record an Event");
@@ -423,7 +422,7 @@ mod tests {
         wanted.conditions[0].message = "line one\nline two\t\u{1b}[2J\r".into();
         wanted.resources.as_mut().unwrap()[0].message = Some("é".repeat(MAX_MESSAGE));
         let s = next(None, 1, &wanted, T0);
-        assert_eq!(s.conditions[0].message, "line one\nline two\t [2J ");
+        assert_eq!(s.conditions[0].message, "line one line two  [2J ");
         let long = s.resources.unwrap()[0]["message"].as_str().unwrap().to_string();
         assert!(long.len() <= MAX_MESSAGE && long.ends_with('…'), "{}", long.len());
         let error = next(None, 1, &reconcile_error("x".repeat(MAX_MESSAGE * 2)), T0);

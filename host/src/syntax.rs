@@ -104,11 +104,27 @@ pub fn phase(s: &str) -> bool {
             && s.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
+/// Whether a character would break or rearrange the line it is shown on:
+/// control characters (line breaks, tabs, escapes), the Unicode line and
+/// paragraph separators, and the bidirectional overrides and isolates that
+/// make a terminal show text in another order than it was written.
+pub fn breaks_a_line(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Free text from others (a plugin's message, an API server's error) made
+/// safe for a line someone reads: every character that [`breaks_a_line`]
+/// becomes a space, so it forges no row of `kubectl describe`, `kubectl get
+/// events` or a text log.
+pub fn flat(text: &str) -> String {
+    text.chars().map(|c| if breaks_a_line(c) { ' ' } else { c }).collect()
+}
+
 /// Free text from outside (a registry's error, a refused value) shown on
-/// one line of a message: control characters as spaces, at most `max`
-/// characters, with `…` when cut.
+/// one line of a message: as [`flat`], at most `max` characters, with `…`
+/// when cut.
 pub fn one_line(text: &str, max: usize) -> String {
-    let mut line: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(max).collect();
+    let mut line: String = text.chars().map(|c| if breaks_a_line(c) { ' ' } else { c }).take(max).collect();
     if text.chars().count() > max {
         line.push('…');
     }
@@ -118,6 +134,14 @@ pub fn one_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flat_text_breaks_no_line_and_turns_nothing_around() {
+        let forged = "ok\nReady: True\r\n\t\u{1b}[2J\u{85}next\u{2028}sep\u{202e}desrever\u{2066}x";
+        assert_eq!(flat(forged), "ok Ready: True    [2J next sep desrever x");
+        assert_eq!(flat("ünïcødé stays"), "ünïcødé stays");
+        assert_eq!(one_line(forged, 8), "ok Ready…");
+    }
 
     #[test]
     fn reasons_and_phases_are_single_words() {
