@@ -12,7 +12,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use service_provider_sdk::contract::{Cluster, Descriptor};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::adopt::Adoption;
 use crate::apply::contains;
@@ -60,22 +60,25 @@ pub async fn ensure(
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         let place = format!("CRD {name} on the {cluster} cluster");
         let desired = serde_json::to_value(&crd).map_err(|e| Error::json(format!("encoding {place}"), e))?;
-        let taken = match existing(&api, &name, &place, adoption).await? {
+        let holder = match existing(&api, &name, &place, adoption).await? {
             None => None,
             Some((live, Holder::Ours)) => {
                 let live = serde_json::to_value(live).map_err(|e| Error::json(format!("reading {place}"), e))?;
                 if contains(&live, &desired) {
                     continue;
                 }
-                None
+                Some(Holder::Ours)
             }
             // Written even when equal: from now on it is the host's.
-            Some((_, Holder::Predecessor(by))) => Some(by),
+            Some((_, predecessor)) => Some(predecessor),
         };
-        install(&api, &crd, field_manager, &place, taken.is_some()).await?;
-        match taken {
-            Some(by) => info!(crd = %name, %cluster, field_manager = %by, "CRD adopted"),
-            None => info!(crd = %name, %cluster, "CRD installed"),
+        match install(&api, &crd, field_manager, &place, holder.as_ref()).await? {
+            Installed::Adopted(by) => info!(crd = %name, %cluster, field_manager = %by, "CRD adopted"),
+            Installed::TakenBack(from) => {
+                let from = from.join(", ");
+                warn!(crd = %name, %cluster, field_managers = %from, "CRD taken back: fields the host declares had been changed by {from}")
+            }
+            Installed::Applied => info!(crd = %name, %cluster, "CRD installed"),
         }
         written = true;
     }
@@ -85,6 +88,13 @@ pub async fn ensure(
 /// The field managers whose names mark the host's own writes (every
 /// provider's: `service-provider-host/<provider>`).
 pub const FIELD_MANAGER_PREFIX: &str = "service-provider-host";
+
+/// Whether a field manager is one of the host's: `service-provider-host`
+/// itself or `service-provider-host/<provider>`, not any name that merely
+/// begins like it (`service-provider-hostile`).
+pub fn is_hosts(manager: &str) -> bool {
+    manager.strip_prefix(FIELD_MANAGER_PREFIX).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
 
 /// Refuses a CRD the plugin may not install: not of its own groups or not
 /// listed in its grant's identity ([`hard::crd`]), or converted by a
@@ -116,7 +126,7 @@ fn not_taken_over(live: &CustomResourceDefinition, place: &str, adoption: &Adopt
         .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
         .filter_map(|m| m.manager.as_deref())
         .collect();
-    if writers.iter().any(|m| m.starts_with(FIELD_MANAGER_PREFIX)) {
+    if writers.iter().any(|m| is_hosts(m)) {
         return Ok(Holder::Ours);
     }
     if adoption.is_enabled() {
@@ -150,29 +160,62 @@ async fn existing(
     Ok(Some((live, holder)))
 }
 
-/// Server-side applies a CRD, then waits until it is established. Not
-/// forced over a field another manager took since (a conflict the operator
-/// must resolve, not something to take from them), except where the CRD is
-/// taken over from its predecessor (`take`): then it becomes the host's.
+/// What installing a CRD came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Installed {
+    /// Created, or updated where only the host had written.
+    Applied,
+    /// Taken over from the provider this host replaces (`--adopt-from`).
+    Adopted(String),
+    /// The host's own CRD, whose fields these other field managers had
+    /// changed since (the Go provider's `init` after a rollback), taken back.
+    TakenBack(Vec<String>),
+}
+
+/// Server-side applies a CRD, then waits until it is established.
+///
+/// Where the CRD is the host's own (a writer of the host's wrote it, and
+/// the plugin grant's identity lists it, [`check_crd`]) and another field
+/// manager changed fields the host declares since, the apply conflicts, and
+/// the host takes them back with a forced apply, naming who had them: the
+/// plugin's schema is what its instances are stored by, and a rollback to
+/// the Go provider followed by a switch forward again is such a case, with
+/// or without `--adopt-from`. A CRD the host never wrote is never forced
+/// over ([`not_taken_over`]), except when taken over from its predecessor.
 async fn install(
     api: &Api<CustomResourceDefinition>,
     crd: &CustomResourceDefinition,
     field_manager: &str,
     place: &str,
-    take: bool,
-) -> Result<(), Error> {
-    let name = crd.metadata.name.clone().unwrap_or_default();
-    let params = match take {
-        true => PatchParams::apply(field_manager).force(),
-        false => PatchParams::apply(field_manager),
+    holder: Option<&Holder>,
+) -> Result<Installed, Error> {
+    let name = crd.metadata.name.as_deref().unwrap_or_default();
+    let apply = |force: bool| {
+        let params = match force {
+            true => PatchParams::apply(field_manager).force(),
+            false => PatchParams::apply(field_manager),
+        };
+        async move { api.patch(name, &params, &Patch::Apply(crd)).await }
     };
-    match api.patch(&name, &params, &Patch::Apply(crd)).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.is_conflict() => {
-            return Err(Error::conflict(place, Conflicting::FieldsOwned { message: s.message }));
+    let installed = match holder {
+        Some(Holder::Predecessor(by)) => {
+            apply(true).await.map_err(|e| Error::kube(format!("installing {place}"), e))?;
+            Installed::Adopted(by.clone())
         }
-        Err(e) => return Err(Error::kube(format!("installing {place}"), e)),
-    }
+        _ => match apply(false).await {
+            Ok(_) => Installed::Applied,
+            Err(kube::Error::Api(s)) if s.is_conflict() && holder == Some(&Holder::Ours) => {
+                let from = conflicting_managers(&s.message);
+                apply(true).await.map_err(|e| Error::kube(format!("taking back {place}"), e))?;
+                Installed::TakenBack(from)
+            }
+            Err(kube::Error::Api(s)) if s.is_conflict() => {
+                return Err(Error::conflict(place, Conflicting::FieldsOwned { message: s.message }));
+            }
+            Err(e) => return Err(Error::kube(format!("installing {place}"), e)),
+        },
+    };
+    let name = crd.metadata.name.clone().unwrap_or_default();
     tokio::time::timeout(
         Duration::from_secs(60),
         await_condition(api.clone(), &name, conditions::is_crd_established()),
@@ -184,7 +227,25 @@ async fn install(
         last_seen: None,
     })?
     .map_err(|source| Error::Watch { context: format!("waiting for CRD {name}"), source })?;
-    Ok(())
+    Ok(installed)
+}
+
+/// The field managers an apply conflict names (`conflict with "x": .spec…`,
+/// each once, as printable words), for the log line that says whom a CRD
+/// was taken back from.
+fn conflicting_managers(message: &str) -> Vec<String> {
+    let mut managers: Vec<String> = Vec::new();
+    for part in message.split("conflict with \"").skip(1) {
+        let Some((manager, _)) = part.split_once('"') else { continue };
+        let manager = crate::syntax::one_line(manager, 128);
+        if !managers.contains(&manager) {
+            managers.push(manager);
+        }
+    }
+    if managers.is_empty() {
+        managers.push("another field manager".into());
+    }
+    managers
 }
 
 #[cfg(test)]
@@ -232,6 +293,8 @@ mod tests {
         };
         let none = Adoption::default();
         assert!(matches!(not_taken_over(&crd(&[("service-provider-host/kro", None)]), "c", &none), Ok(Holder::Ours)));
+        let lookalike = not_taken_over(&crd(&[("service-provider-hostile", None)]), "c", &none).unwrap_err();
+        assert!(lookalike.to_string().contains("installed by service-provider-hostile"), "{lookalike}");
         let both = crd(&[("kubectl-edit", None), ("service-provider-host/kro", None)]);
         assert!(not_taken_over(&both, "c", &none).is_ok(), "ours, edited since: the apply reports conflicts");
         let theirs =
@@ -261,5 +324,18 @@ mod tests {
         let err = parse_crd(&crd("platform"), Cluster::Onboarding).unwrap_err();
         assert!(err.to_string().contains("labelled openmcp.cloud/cluster=platform"), "{err}");
         assert!(parse_crd("not: [yaml", Cluster::Platform).is_err());
+    }
+
+    #[test]
+    fn the_hosts_field_managers_are_named_exactly() {
+        assert!(is_hosts("service-provider-host") && is_hosts("service-provider-host/kro"));
+        assert!(!is_hosts("service-provider-hostile") && !is_hosts("service-provider-host-x") && !is_hosts("kro"));
+    }
+
+    #[test]
+    fn a_conflict_names_the_managers_it_was_with() {
+        let message = "Apply failed with 2 conflicts: conflict with \"service-provider-kro\" using apiextensions.k8s.io/v1: .spec.versions\nconflict with \"service-provider-kro\": .spec.names\nconflict with \"kubectl\u{1b}[2J\": .spec.scope";
+        assert_eq!(conflicting_managers(message), ["service-provider-kro", "kubectl [2J"]);
+        assert_eq!(conflicting_managers("something else"), ["another field manager"]);
     }
 }

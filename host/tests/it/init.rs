@@ -182,6 +182,28 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     let again = run_init(&platform, &pod_ns, &provider).await;
     assert!(again.status.success(), "second init failed: {}", String::from_utf8_lossy(&again.stderr));
 
+    // A rollback: the Go provider's `init` writes its own schema over the
+    // host's CRD (its field manager owns `.spec.versions` now). Going
+    // forward again, with or without --adopt-from, `init` takes it back.
+    let kroes_api = Api::<CustomResourceDefinition>::all(onboarding_client.clone());
+    let ours = kroes_api.get("kroes.kro.services.open-control-plane.io").await.unwrap();
+    for args in [&[][..], &["--adopt-from", "service-provider-kro"][..]] {
+        let mut theirs = ours.clone();
+        theirs.metadata = ObjectMeta { name: theirs.metadata.name.clone(), ..Default::default() };
+        theirs.status = None;
+        let schema = theirs.spec.versions[0].schema.as_mut().unwrap().open_api_v3_schema.as_mut().unwrap();
+        schema.description = Some("the Go provider's schema".into());
+        let force = PatchParams::apply("service-provider-kro").force();
+        kroes_api.patch("kroes.kro.services.open-control-plane.io", &force, &Patch::Apply(&theirs)).await.unwrap();
+        let forward = run_init_with(&platform, &pod_ns, &provider, args).await;
+        let stderr = String::from_utf8_lossy(&forward.stderr);
+        assert!(forward.status.success(), "init {args:?} after a rollback failed: {stderr}");
+        let back = kroes_api.get("kroes.kro.services.open-control-plane.io").await.unwrap();
+        let schema = back.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap();
+        assert_ne!(schema.description.as_deref(), Some("the Go provider's schema"), "init {args:?}: not taken back");
+        assert!(stderr.contains("service-provider-kro"), "init {args:?} names whom it took the CRD from: {stderr}");
+    }
+
     // Failures are failures: an unknown ServiceProvider exits non-zero.
     let missing = run_init(&platform, &pod_ns, "no-such-provider").await;
     assert!(!missing.status.success(), "init must fail without its ServiceProvider");
@@ -268,10 +290,15 @@ async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
     let managers: Vec<String> =
         after.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
     assert!(!managers.iter().any(|m| m.starts_with("service-provider-host")), "their CRD untouched: {managers:?}");
+    // Nor when a writer's name only begins like the host's.
+    let lookalike = PatchParams::apply("service-provider-hostile");
+    onboarding_crds.patch(&kro_crd.name, &lookalike, &Patch::Apply(&kro_crd.manifest)).await.expect("a lookalike");
+    let (ok, stderr) = output(init_command_for(&plugin(), &kubeconfig, &pod_ns, &provider, &args)).await;
+    assert!(!ok && stderr.contains("service-provider-hostile") && stderr.contains("never taken over"), "{stderr}");
     // Not even when told to take over from the Go provider: it did not write it.
     let adopting = ["--register-service-kind=false", "--adopt-from", "service-provider-kro"];
     let (ok, stderr) = output(init_command_for(&plugin(), &kubeconfig, &pod_ns, &provider, &adopting)).await;
-    assert!(!ok && stderr.contains("\"someone-else\" wrote more than status"), "{stderr}");
+    assert!(!ok && stderr.contains("wrote more than status"), "{stderr}");
 
     // The Go provider's CRD (its init writes with `Update`): named in the
     // refusal, taken over with --adopt-from.
