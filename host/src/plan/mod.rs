@@ -7,6 +7,7 @@
 //! status ([`report`]). A violation fails the whole reconcile before
 //! anything is written.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -142,41 +143,63 @@ impl CheckedPlan {
 }
 
 /// `manifests` in their order, each after the siblings it refers to (in a
-/// cycle, the plugin's order decides).
+/// cycle, the plugin's order decides). Each object is walked once for its
+/// references, looked up by place: linear in the plan's size (comparing
+/// every pair was quadratic, and every comparison walked a whole object).
 fn referenced_first(manifests: Vec<&Manifest>) -> Vec<&Manifest> {
-    fn visit<'a>(i: usize, all: &[&'a Manifest], state: &mut [u8], out: &mut Vec<&'a Manifest>) {
+    type Place<'m> = (Cluster, Option<&'m str>, &'m str, &'m str);
+    let mut at: HashMap<Place<'_>, Vec<usize>> = HashMap::new();
+    for (i, m) in manifests.iter().enumerate() {
+        at.entry((m.cluster, m.namespace.as_deref(), m.kind.as_str(), m.name.as_str())).or_default().push(i);
+    }
+    let siblings: Vec<BTreeSet<usize>> = manifests
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut found = BTreeSet::new();
+            references(&m.object, &mut |kind, name| {
+                let here = at.get(&(m.cluster, m.namespace.as_deref(), kind, name));
+                found.extend(here.into_iter().flatten().filter(|j| **j != i));
+            });
+            found
+        })
+        .collect();
+    fn visit<'a>(
+        i: usize,
+        all: &[&'a Manifest],
+        siblings: &[BTreeSet<usize>],
+        state: &mut [u8],
+        out: &mut Vec<&'a Manifest>,
+    ) {
         if state[i] != 0 {
             return;
         }
         state[i] = 1;
-        let m = all[i];
-        for (j, other) in all.iter().enumerate() {
-            let next_to = j != i && other.cluster == m.cluster && other.namespace == m.namespace;
-            if next_to && refers_to(&m.object, &other.kind, &other.name) {
-                visit(j, all, state, out);
-            }
+        for &j in &siblings[i] {
+            visit(j, all, siblings, state, out);
         }
         state[i] = 2;
-        out.push(m);
+        out.push(all[i]);
     }
     let mut state = vec![0u8; manifests.len()];
     let mut out = Vec::with_capacity(manifests.len());
     for i in 0..manifests.len() {
-        visit(i, &manifests, &mut state, &mut out);
+        visit(i, &manifests, &siblings, &mut state, &mut out);
     }
     out
 }
 
-/// Whether `value` holds a reference `{kind, name}` to this kind and name.
-fn refers_to(value: &Value, kind: &str, name: &str) -> bool {
+/// Calls `found` with each reference `{kind, name}` in `value`.
+fn references<'v>(value: &'v Value, found: &mut impl FnMut(&'v str, &'v str)) {
     match value {
         Value::Object(map) => {
-            let here = map.get("kind").and_then(Value::as_str) == Some(kind)
-                && map.get("name").and_then(Value::as_str) == Some(name);
-            here || map.values().any(|v| refers_to(v, kind, name))
+            if let (Some(Value::String(kind)), Some(Value::String(name))) = (map.get("kind"), map.get("name")) {
+                found(kind, name);
+            }
+            map.values().for_each(|v| references(v, found));
         }
-        Value::Array(items) => items.iter().any(|v| refers_to(v, kind, name)),
-        _ => false,
+        Value::Array(items) => items.iter().for_each(|v| references(v, found)),
+        _ => {}
     }
 }
 

@@ -312,3 +312,35 @@ fn namespaces_come_first_then_copies_then_the_rest() {
         .collect();
     assert_eq!(order, ["Namespace", "copy src", "Deployment"]);
 }
+
+#[test]
+fn a_long_chain_of_references_is_ordered_from_its_end() {
+    // 256 objects, the most a plan has, each referring to the next one and
+    // carrying 4 KB of other fields: the last comes first.
+    let manifests: Vec<Manifest> = (0..256)
+        .map(|i| {
+            let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": format!("o{i}"), "namespace": "mcp--t"},
+                "spec": {"filler": (0..400).map(|j| format!("v{j}")).collect::<Vec<_>>()}});
+            if i < 255 {
+                d["spec"]["sourceRef"] = json!({"kind": "Deployment", "name": format!("o{}", i + 1)});
+            }
+            validate::manifest(Cluster::Platform, &d.to_string()).unwrap()
+        })
+        .collect();
+    let plan = CheckedPlan {
+        manifests,
+        copies: vec![],
+        status: ServiceStatus { phase: "Ready".into(), conditions: vec![], resources: None },
+        requeue_after_seconds: 60,
+    };
+    let order: Vec<String> = plan
+        .steps()
+        .map(|s| match s {
+            Step::Apply(m) => m.name.clone(),
+            Step::Copy(_) => "copy".into(),
+        })
+        .collect();
+    let expected: Vec<String> = (0..256).rev().map(|i| format!("o{i}")).collect();
+    assert_eq!(order, expected);
+}
