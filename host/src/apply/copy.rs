@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams};
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -216,9 +216,10 @@ impl CopyJob<'_> {
             return Err(Error::conflict(place, Conflicting::OtherType));
         }
         if !same_type {
-            // The type of a Secret is immutable: delete ours, then create
-            // anew (never over what may have taken its place meanwhile).
-            api.delete(&copy.target_name, &DeleteParams::default())
+            // The type of a Secret is immutable: delete ours (exactly the
+            // one looked at), then create anew (never over what may have
+            // taken its place meanwhile).
+            api.delete(&copy.target_name, &super::exactly(&live.metadata))
                 .await
                 .map_err(|e| Error::kube(format!("replacing {place}"), e))?;
             return match super::create_or_read(&api, &copy.target_name, &desired, self.field_manager, &place).await? {
@@ -229,7 +230,7 @@ impl CopyJob<'_> {
                 }),
             };
         }
-        self.write(&api, copy, &desired, holder).await
+        self.write(&api, copy, &desired, &live.metadata, holder).await
     }
 
     async fn config_map(&self, copy: &ObjectCopy) -> Result<Change, Error> {
@@ -260,16 +261,26 @@ impl CopyJob<'_> {
         if !self.decide(copy, &holder, equal)? {
             return Ok(Change::Unchanged);
         }
-        self.write(&api, copy, &desired, holder).await
+        self.write(&api, copy, &desired, &live.metadata, holder).await
     }
 
-    /// Writes the copy over what is there (ours, or taken over).
-    async fn write<K>(&self, api: &Api<K>, copy: &ObjectCopy, desired: &K, holder: Holder) -> Result<Change, Error>
+    /// Writes the copy over what is there (ours, or taken over): over the
+    /// very object looked at (`seen`'s uid as a precondition).
+    async fn write<K>(
+        &self,
+        api: &Api<K>,
+        copy: &ObjectCopy,
+        desired: &K,
+        seen: &ObjectMeta,
+        holder: Holder,
+    ) -> Result<Change, Error>
     where
         K: Resource + Clone + DeserializeOwned + Serialize + Debug,
     {
         let place = Self::place(copy);
-        api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(desired))
+        let body = serde_json::to_value(desired).map_err(|e| Error::json(format!("building {place}"), e))?;
+        let body = super::on_the_one_seen(body, seen);
+        api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&body))
             .await
             .map_err(|e| Error::kube(format!("writing {place}"), e))?;
         Ok(match holder {

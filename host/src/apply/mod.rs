@@ -33,10 +33,11 @@ use crate::adopt::Adoption;
 use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plan::Manifest;
 use crate::resource::{api_resource, deleted_at_once, dynamic_api, kind_absent};
-use crate::stores::Lookup;
 
 pub use copy::{CopyJob, Sources};
 pub use prune::{Scope, prune};
+
+pub use crate::stores::Lookup;
 
 /// What applying did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +195,18 @@ where
     })
 }
 
+/// `body` (an object as applied) with the uid of the object the host
+/// looked at as a precondition: a store's view may be a moment old, and
+/// the object at the path may have been deleted and made anew by someone
+/// else since; the API server then refuses the write (the uid is
+/// immutable) instead of the host taking over the new object.
+pub(crate) fn on_the_one_seen(mut body: Value, seen: &kube::api::ObjectMeta) -> Value {
+    if let (Some(uid), Some(meta)) = (&seen.uid, body.get_mut("metadata").and_then(Value::as_object_mut)) {
+        meta.insert("uid".into(), json!(uid));
+    }
+    body
+}
+
 /// Server-side applies one desired object, unless that would change nothing.
 #[tracing::instrument(level = "debug", skip_all, fields(cluster = %manifest.cluster, kind = %manifest.kind, name = %manifest.name))]
 /// The live object comes from `cached` when a store has it, else from the
@@ -233,11 +246,13 @@ pub async fn apply(
         let taken = adoption.take_over(&live.metadata, owner);
         adopted = Some(taken.map_err(|why| Error::conflict(&place, why))?);
     }
+    let seen = live.metadata.clone();
     let live = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?;
     if adopted.is_none() && contains(&live, &desired) {
         return Ok(Change::Unchanged);
     }
-    api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&desired))
+    let body = on_the_one_seen(desired, &seen);
+    api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&body))
         .await
         .map_err(|e| Error::kube(format!("applying {place}"), e))?;
     Ok(adopted.map_or(Change::Written, |by| Change::Adopted(place, by)))
@@ -247,6 +262,16 @@ pub async fn apply(
 /// uid as a precondition): never another that the same path names now.
 pub fn exactly(meta: &kube::api::ObjectMeta) -> DeleteParams {
     let preconditions = kube::api::Preconditions { uid: meta.uid.clone(), resource_version: None };
+    DeleteParams { preconditions: Some(preconditions), ..DeleteParams::background() }
+}
+
+/// Deletion of exactly the object the host checked, and only as it was
+/// then (its uid and resourceVersion as preconditions): where the decision
+/// rests on who wrote the object ([`crate::adopt`]), a write by anyone
+/// since makes the deletion fail rather than delete what they changed.
+pub fn unchanged(meta: &kube::api::ObjectMeta) -> DeleteParams {
+    let preconditions =
+        kube::api::Preconditions { uid: meta.uid.clone(), resource_version: meta.resource_version.clone() };
     DeleteParams { preconditions: Some(preconditions), ..DeleteParams::background() }
 }
 

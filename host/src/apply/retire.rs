@@ -5,7 +5,8 @@
 //! deleted once the objects that referred to it are applied, and only when
 //! the evidence says whose it is: no instance of this provider holds it,
 //! an `--adopt-from` field manager wrote it and nobody else did (status and
-//! finalizers aside), and a Secret has its source's type.
+//! finalizers aside), and a Secret has its source's type; and only as it
+//! was when judged (its uid and resourceVersion as preconditions).
 
 use kube::api::{ApiResource, GroupVersionKind};
 use service_provider_sdk::contract::{CopyKind, ObjectCopy};
@@ -35,9 +36,11 @@ impl CopyJob<'_> {
             return Ok(None);
         }
         let Ok(by) = self.adoption.take_over(&found.metadata, self.owner) else { return Ok(None) };
-        match api.delete(&copy.source_name, &super::exactly(&found.metadata)).await {
+        // As it was judged: a write by anyone since (another provider
+        // taking it over, say) makes the deletion fail.
+        match api.delete(&copy.source_name, &super::unchanged(&found.metadata)).await {
             Ok(_) => Ok(Some((place, by))),
-            // Gone, or replaced meanwhile (the uid precondition).
+            // Gone, or replaced or changed meanwhile (the preconditions).
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(None),
             Err(e) => Err(Error::kube(format!("deleting {place}"), e)),
         }
