@@ -11,6 +11,13 @@
 #     what changed.
 # Both live under ${SPH_IMAGE_CACHE:-~/.cache/service-provider-host/image}.
 #
+# The binary's built-in grant gives kro's and flux's identities only to the
+# components the image ships: their digests are built in
+# (SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS), so the plugins are built first
+# (the same cargo invocations, in the same order, as scripts/build-image.sh),
+# and the digests are part of the cache key and written next to the binary
+# (`shipped-plugins`), where build-image.sh checks what it copies.
+#
 # stdout carries only the `export …` line (eval it); progress goes to stderr.
 #
 #   eval "$(scripts/build-host-binary.sh)"   # exports SERVICE_PROVIDER_HOST_BINARY
@@ -31,13 +38,36 @@ if ! command -v musl-gcc >/dev/null && ! command -v x86_64-linux-musl-gcc >/dev/
   exit 1
 fi
 
+# --- the shipped plugins, and their digests -----------------------------------
+# <plugin name>:<cargo package>:<file>; guest-flux first (it uses guest-kro as a
+# library and writes an export-less guest_kro.wasm, which the next build
+# replaces).
+shipped=(
+  "flux:guest-flux:guest_flux.wasm"
+  "kro:guest-kro:guest_kro.wasm"
+)
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+rustup target add wasm32-wasip2 >&2
+pins=()
+for entry in "${shipped[@]}"; do
+  IFS=: read -r name package file <<<"$entry"
+  cargo build --locked -p "$package" --target wasm32-wasip2 --profile plugin >&2
+done
+for entry in "${shipped[@]}"; do
+  IFS=: read -r name package file <<<"$entry"
+  digest="$(sha256sum "$target_dir/wasm32-wasip2/plugin/$file" | cut -d' ' -f1)"
+  pins+=("$name=sha256:$digest")
+done
+export SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS="${pins[*]}"
+log "shipped plugins: $SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS"
+
 rustc_version="$(rustc -vV)"
 sources=(Cargo.lock Cargo.toml host/Cargo.toml host/src sdk/Cargo.toml sdk/src wit)
 [ -f host/build.rs ] && sources+=(host/build.rs)
 [ -f .cargo/config.toml ] && sources+=(.cargo/config.toml)
 key="$(
   {
-    printf '%s\n%s\n%s\n' "$rustc_version" "$triple" "$profile"
+    printf '%s\n%s\n%s\n%s\n' "$rustc_version" "$triple" "$profile" "$SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS"
     find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-16
 )"
@@ -52,6 +82,7 @@ else
   CARGO_TARGET_DIR="$cache/cargo-target-$toolchain" \
     cargo build --locked --profile "$profile" --target "$triple" -p service-provider-host --bin service-provider-host >&2
   mkdir -p "$(dirname "$binary")"
+  printf '%s\n' "${pins[@]}" >"$(dirname "$binary")/shipped-plugins"
   cp "$cache/cargo-target-$toolchain/$triple/$profile/service-provider-host" "$binary.tmp"
   mv "$binary.tmp" "$binary"
   log "built in $((SECONDS - started))s"

@@ -71,6 +71,18 @@ for entry in "${plugins[@]}"; do
   [ -f "$target_dir/wasm32-wasip2/plugin/$file" ] && [[ " ${packages[*]} " == *" $package "* ]] &&
     cp "$target_dir/wasm32-wasip2/plugin/$file" "$context/plugins/$name.wasm"
 done
+# The binary's built-in grant pins these exact bytes (build-host-binary.sh):
+# an image whose plugins differ would refuse them.
+while read -r pin; do
+  [ -n "$pin" ] || continue
+  name="${pin%%=*}"
+  digest="${pin#*=sha256:}"
+  copied="$context/plugins/$name.wasm"
+  if [ ! -f "$copied" ] || [ "$(sha256sum "$copied" | cut -d' ' -f1)" != "$digest" ]; then
+    log "plugins/$name.wasm is not the component the binary pins ($digest): rebuild with scripts/build-host-binary.sh"
+    exit 1
+  fi
+done <"$(dirname "$binary")/shipped-plugins"
 ca=/etc/ssl/certs/ca-certificates.crt
 [ -f "$ca" ] || { log "$ca is missing (Debian: apt-get install ca-certificates)"; exit 1; }
 cp "$ca" "$context/etc/ssl/certs/ca-certificates.crt"

@@ -43,10 +43,12 @@ var (
 
 // controlPlaneRules is what the ControlPlane token may do: install the kro
 // chart through the HelmRelease (CRDs, RBAC, Deployment, Service, Helm's
-// release Secrets; kro's ClusterRole needs escalate and bind, hence RBAC in
-// full) and the host's own work there.
+// release Secrets; kro's ClusterRole needs escalate and bind, named as the
+// host requires of every verb that is power over the cluster) and the
+// host's own work there.
 func controlPlaneRules() []sp.PolicyRule {
 	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	rbac := []string{"get", "list", "watch", "create", "update", "patch", "delete", "escalate", "bind"}
 	read := []string{"get", "list", "watch"}
 	return []sp.PolicyRule{
 		sp.Rule([]string{""}, []string{"namespaces"}, all),
@@ -57,7 +59,7 @@ func controlPlaneRules() []sp.PolicyRule {
 		sp.Rule([]string{""}, []string{"pods"}, read),
 		sp.Rule([]string{"apiextensions.k8s.io"}, []string{"customresourcedefinitions"}, all),
 		sp.Rule([]string{"rbac.authorization.k8s.io"},
-			[]string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, []string{"*"}),
+			[]string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, rbac),
 		sp.Rule([]string{"kro.run"}, []string{"resourcegraphdefinitions"}, read),
 	}
 }

@@ -45,11 +45,12 @@ pub fn helm_release_kind() -> ApiKind {
 /// RBAC, controllers' Deployments, Services, ServiceAccounts, network
 /// policies and quota, Helm's release Secrets, `createNamespace`), the
 /// host's copies (Secrets, the CA ConfigMap, the namespace), and read the
-/// tenant's Flux objects for the deletion check. No wildcard groups or
-/// resources; RBAC is granted in full because installing ClusterRoles needs
-/// `escalate` and `bind`.
+/// tenant's Flux objects for the deletion check. No wildcard groups,
+/// resources or verbs; installing the controllers' ClusterRoles needs
+/// `escalate` and `bind`, which are named, as the host requires.
 fn control_plane_rules() -> Vec<PolicyRule> {
     const ALL: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
+    const RBAC: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "escalate", "bind"];
     const READ: &[&str] = &["get", "list", "watch"];
     vec![
         PolicyRule::new(
@@ -67,7 +68,7 @@ fn control_plane_rules() -> Vec<PolicyRule> {
         PolicyRule::new(
             &["rbac.authorization.k8s.io"],
             &["clusterroles", "clusterrolebindings", "roles", "rolebindings"],
-            &["*"],
+            RBAC,
         ),
         PolicyRule::new(
             &["source.toolkit.fluxcd.io"],

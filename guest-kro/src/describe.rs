@@ -50,10 +50,13 @@ pub fn rgd_kind() -> ApiKind {
 /// HelmRelease, so it must cover installing the kro chart (CRDs, RBAC,
 /// Deployment, Service, ServiceAccount, Helm's release Secrets) as well as the
 /// host's own work (the `kro-system` namespace, pull-secret copies and the
-/// ResourceGraphDefinition count). Installing kro's ClusterRole requires the
-/// RBAC verbs `escalate` and `bind`, which is why RBAC is granted in full.
+/// ResourceGraphDefinition count). Installing kro's ClusterRole, which gives
+/// kro every verb on every resource, requires the RBAC verbs `escalate` and
+/// `bind`; they are named (never through `*`), as the host requires of any
+/// verb that is power over the cluster itself.
 fn control_plane_rules() -> Vec<PolicyRule> {
     const ALL: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
+    const RBAC: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete", "escalate", "bind"];
     vec![
         PolicyRule::new(&[""], &["namespaces"], ALL),
         PolicyRule::new(&[""], &["secrets", "configmaps", "serviceaccounts", "services"], ALL),
@@ -66,7 +69,7 @@ fn control_plane_rules() -> Vec<PolicyRule> {
         PolicyRule::new(
             &["rbac.authorization.k8s.io"],
             &["clusterroles", "clusterrolebindings", "roles", "rolebindings"],
-            &["*"],
+            RBAC,
         ),
         PolicyRule::new(&["kro.run"], &["resourcegraphdefinitions"], &["get", "list", "watch"]),
     ]
@@ -164,8 +167,9 @@ mod tests {
         let rules = descriptor().access.control_plane_rules;
         assert!(!rules.is_empty());
         for r in &rules {
-            assert!(!r.api_groups.iter().any(|g| g == "*"), "{r:?}");
-            assert!(!r.resources.iter().any(|g| g == "*"), "{r:?}");
+            assert!(!r.api_groups.iter().any(|g| g.contains('*')), "{r:?}");
+            assert!(!r.resources.iter().any(|g| g.contains('*')), "{r:?}");
+            assert!(!r.verbs.iter().any(|v| v == "*"), "every verb named: {r:?}");
         }
         assert!(rules.iter().any(|r| r.api_groups == ["kro.run"] && r.verbs.contains(&"list".to_string())));
     }

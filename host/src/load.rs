@@ -87,6 +87,12 @@ pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
     }
     .map_err(|source| LoadError::Plugin { verb: "loading", origin: component.origin.to_string(), source })?;
     let grant = Grant::load(load.grant)?;
+    if load.grant.is_none() && crate::grant::SHIPPED.is_none() {
+        tracing::warn!(
+            plugin = %plugin.name(),
+            "a development build: its built-in grant pins no component digests, so it trusts a plugin by its name; the released image gives the built-in identities only to the components it ships"
+        );
+    }
     let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant)?;
     for refused in &granted.refused {
         tracing::warn!(plugin = %plugin.name(), "not granted: {refused}");

@@ -131,9 +131,70 @@ pub fn one_line(text: &str, max: usize) -> String {
     line
 }
 
+/// A Go duration (`time.ParseDuration`, what Kubernetes' `metav1.Duration`
+/// and Flux's intervals are): a sequence of decimal numbers, each with a
+/// unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), such as `1m30s` or `1.5h`;
+/// `0` alone is zero. `None` for anything else, a sign included (Flux
+/// refuses negative durations too) or a value past `u64` nanoseconds.
+pub fn go_duration(text: &str) -> Option<std::time::Duration> {
+    if text == "0" {
+        return Some(std::time::Duration::ZERO);
+    }
+    let mut rest = text;
+    let mut nanos: u128 = 0;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (number, after) = rest.split_at(number_end);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+            return None;
+        }
+        let unit_end = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_end);
+        let scale: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+        let mut part = whole.checked_mul(scale)?;
+        let mut divisor: u128 = 1;
+        for digit in fraction.bytes().take(18) {
+            divisor *= 10;
+            part = part.checked_add(u128::from(digit - b'0') * scale / divisor)?;
+        }
+        nanos = nanos.checked_add(part)?;
+        rest = next;
+    }
+    u64::try_from(nanos).ok().map(std::time::Duration::from_nanos)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_durations_parse_as_go_parses_them() {
+        let d = |s: &str| go_duration(s).map(|d| d.as_millis());
+        assert_eq!(d("1m0s"), Some(60_000));
+        assert_eq!(d("1m30s"), Some(90_000));
+        assert_eq!(d("1.5h"), Some(5_400_000));
+        assert_eq!(d("300ms"), Some(300));
+        assert_eq!(d("2h45m"), Some(9_900_000));
+        assert_eq!(d(".5s"), Some(500));
+        assert_eq!(d("0"), Some(0));
+        assert_eq!(go_duration("1us"), Some(std::time::Duration::from_micros(1)));
+        for bad in ["", "1", "-1m", "+1m", "1d", "m", "1.2.3s", "1 m", "9999999999999h", "1m\n"] {
+            assert_eq!(go_duration(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn flat_text_breaks_no_line_and_turns_nothing_around() {

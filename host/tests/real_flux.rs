@@ -398,17 +398,14 @@ envtest::real_flux_test! {
     /// kro chart is refused by RBAC, and the Kro's status says so in Helm's
     /// and the API server's words.
     async fn on_openmcp_a_token_rule_taken_away_fails_the_helm_install_clearly() {
-        use service_provider_host::grant::{Effective, Grant};
+        use service_provider_host::grant::Effective;
         use service_provider_host::plan::Planner;
 
         let mut f = Fixture::with_real_flux_on_openmcp(&["mcp-01"]).await;
         f.registry_credentials(PULL, None).await;
         f.provider_config(json!([pulled_with_secret(&f, "v0.9.1", "0.9.1")])).await;
         let kro = host_test_support::plugins::plugin();
-        let mut grant = Grant::default_grant();
-        let rules = &kro.descriptor().access.control_plane_rules;
-        grant.token_rules.control_plane =
-            rules.iter().filter(|r| !r.resources.iter().any(|x| x == "deployments")).cloned().collect();
+        let (grant, _) = host_test_support::plugins::built_in_grant_without(&kro, "deployments");
         let granted = Effective::for_component(kro.descriptor(), kro.digest(), grant).expect("grant fits");
         let ctx = f.context_for(Planner { plugin: kro, granted: Arc::new(granted) }, |_| {}).await;
         f.start_operator_on(Arc::new(ctx));

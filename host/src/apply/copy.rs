@@ -178,6 +178,8 @@ impl CopyJob<'_> {
             &labels,
             sources.reserved,
         )?;
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        crate::grant::check::copy_to(copy.kind(), &copy.source_name, &annotations, copy.target_cluster)?;
         Ok(())
     }
 

@@ -8,10 +8,10 @@ use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, Context};
 use service_provider_sdk::names;
 
-pub use super::fields::Sibling;
+pub use super::fields::{Facts, Sibling};
 use super::fields::{field_denial, unreviewed_field};
 use super::hard::{self, Source, Target};
-use super::{COPY_SOURCE_LABEL, Effective, Place, listed};
+use super::{COPY_SOURCE_LABEL, COPY_TO_ANNOTATION, Effective, Place, listed};
 
 /// A request of the plugin the host refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,17 +55,17 @@ impl Effective {
     }
 
     /// Whether the host may write (or, with `object` `None`, delete)
-    /// `target` for the instance of `context`. `siblings` are the plan's
-    /// other objects and copies, for placeholders and `planned` references.
+    /// `target` for the instance of `facts.context`; the plan's other
+    /// objects and copies and the ProviderConfig in `facts` stand for the
+    /// placeholders and `planned` references.
     pub fn check_write(
         &self,
-        context: &Context,
+        facts: &Facts<'_>,
         target: &Target,
         object: Option<&Value>,
-        siblings: &[Sibling],
         what: &str,
     ) -> Result<(), Denial> {
-        let tenant = context.tenant_namespace.as_str();
+        let tenant = facts.context.tenant_namespace.as_str();
         if let Some(refusal) = hard::write(target, &self.own, tenant) {
             return Err(Denial::hard(what, refusal));
         }
@@ -78,7 +78,7 @@ impl Effective {
         for rule in rules {
             let Some(object) = object else { return Ok(()) };
             let denial = unreviewed_field(&rule.only_fields, object)
-                .or_else(|| rule.fields.iter().find_map(|f| field_denial(f, object, context, target, siblings)));
+                .or_else(|| rule.fields.iter().find_map(|f| field_denial(f, object, facts, target)));
             match denial {
                 None => return Ok(()),
                 Some(reason) => {
@@ -145,6 +145,19 @@ impl Effective {
     }
 }
 
+/// Whether a copy source's own word on where its copies may go
+/// ([`COPY_TO_ANNOTATION`]) allows one on `target`.
+pub fn copy_to(kind: &str, name: &str, annotations: &BTreeMap<String, String>, target: Cluster) -> Result<(), Denial> {
+    let Some(allowed) = annotations.get(COPY_TO_ANNOTATION) else { return Ok(()) };
+    if allowed.split(',').map(str::trim).any(|c| c == target.as_str()) {
+        return Ok(());
+    }
+    let what = format!("copying {kind} {name} to the {target} cluster");
+    let reason =
+        format!("its annotation {COPY_TO_ANNOTATION} allows copies only to {}", crate::syntax::one_line(allowed, 80));
+    Err(Denial::new("copy-to", what, reason))
+}
+
 /// Whether `value` contains the string `name` anywhere.
 fn mentions(value: &Value, name: &str) -> bool {
     match value {
@@ -195,8 +208,12 @@ mod tests {
         name: "r",
     };
 
+    fn facts<'a>(context: &'a Context, siblings: &'a [Sibling]) -> Facts<'a> {
+        Facts { context, siblings, provider_config: None }
+    }
+
     fn check(object: &Value, siblings: &[Sibling]) -> Result<(), Denial> {
-        effective().check_write(&context(), &RELEASE, Some(object), siblings, "HelmRelease mcp--t/r")
+        effective().check_write(&facts(&context(), siblings), &RELEASE, Some(object), "HelmRelease mcp--t/r")
     }
 
     fn sibling(kind: &str, name: &str, copy: bool) -> Sibling {
@@ -271,39 +288,117 @@ mod tests {
     #[test]
     fn a_source_may_only_use_the_plans_own_copies() {
         let repo = Target { group: "source.toolkit.fluxcd.io", kind: "OCIRepository", ..RELEASE };
-        let object = json!({"spec": {"url": "oci://x", "secretRef": {"name": "sp-kro-pull"}}});
+        let object = json!({"spec": {"url": KRO_CHART, "secretRef": {"name": "sp-kro-pull"}}});
         let e = effective();
         let copy = sibling("Secret", "sp-kro-pull", true);
-        assert!(e.check_write(&context(), &repo, Some(&object), std::slice::from_ref(&copy), "r").is_ok());
+        assert!(e.check_write(&facts(&context(), std::slice::from_ref(&copy)), &repo, Some(&object), "r").is_ok());
         let elsewhere =
             Sibling { namespace: Some("kro-system".into()), cluster: Cluster::ControlPlane, ..copy.clone() };
-        assert_eq!(e.check_write(&context(), &repo, Some(&object), &[elsewhere], "r").unwrap_err().rule, "grant-field");
+        assert_eq!(
+            e.check_write(&facts(&context(), &[elsewhere]), &repo, Some(&object), "r").unwrap_err().rule,
+            "grant-field"
+        );
         // A ConfigMap copy of that name does not make a Secret reference acceptable.
         let config_map = Sibling { kind: "ConfigMap".into(), ..copy };
         assert_eq!(
-            e.check_write(&context(), &repo, Some(&object), &[config_map], "r").unwrap_err().rule,
+            e.check_write(&facts(&context(), &[config_map]), &repo, Some(&object), "r").unwrap_err().rule,
             "grant-field"
         );
         for credential in
             [json!({"provider": "aws"}), json!({"serviceAccountName": "default"}), json!({"insecure": true})]
         {
-            let mut object = json!({"spec": {"url": "oci://x"}});
+            let mut object = json!({"spec": {"url": KRO_CHART}});
             object["spec"].as_object_mut().unwrap().extend(credential.as_object().unwrap().clone());
             assert_eq!(
-                e.check_write(&context(), &repo, Some(&object), &[], "r").unwrap_err().rule,
+                e.check_write(&facts(&context(), &[]), &repo, Some(&object), "r").unwrap_err().rule,
                 "grant-field",
                 "{object}"
             );
         }
         let kubeconfig = json!({"spec": {"secretRef": {"name": "cp-kubeconfig"}}});
-        assert_eq!(e.check_write(&context(), &repo, Some(&kubeconfig), &[], "r").unwrap_err().rule, "grant-field");
+        assert_eq!(
+            e.check_write(&facts(&context(), &[]), &repo, Some(&kubeconfig), "r").unwrap_err().rule,
+            "grant-field"
+        );
+    }
+
+    const KRO_CHART: &str = "oci://registry.k8s.io/kro/charts/kro";
+
+    #[test]
+    fn a_source_pulls_only_from_where_the_provider_config_says() {
+        let repo = Target { group: "source.toolkit.fluxcd.io", kind: "OCIRepository", ..RELEASE };
+        let e = effective();
+        let url = |url: &str| json!({"spec": {"url": url}});
+        let pc = json!({"spec": {"versions": [{"chartURL": "registry.example/charts/kro"},
+            {"chartURL": "oci://mirror.example/kro"}], "pollInterval": "1m"}});
+        let with_pc = |context| Facts { context, siblings: &[], provider_config: Some(&pc) };
+        let context = context();
+        for allowed in [
+            KRO_CHART,
+            "oci://ghcr.io/fluxcd-community/charts/flux2",
+            "oci://registry.example/charts/kro",
+            "oci://mirror.example/kro",
+            "registry.example/charts/kro",
+        ] {
+            assert!(e.check_write(&with_pc(&context), &repo, Some(&url(allowed)), "r").is_ok(), "{allowed}");
+        }
+        let denial =
+            e.check_write(&with_pc(&context), &repo, Some(&url("oci://evil.example/charts/x")), "r").unwrap_err();
+        assert!(denial.reason.starts_with("field /spec/url must be one of"), "{denial}");
+        assert!(denial.reason.contains("oci://mirror.example/kro"), "names what is allowed: {denial}");
+        let missing = e.check_write(&with_pc(&context), &repo, Some(&json!({"spec": {}})), "r").unwrap_err();
+        assert!(missing.reason.contains("/spec/url must be set"), "{missing}");
+        let helm = Target { kind: "HelmRepository", ..repo };
+        assert!(e.check_write(&with_pc(&context), &helm, Some(&url(KRO_CHART)), "r").is_err(), "no defaults there");
+    }
+
+    #[test]
+    fn flux_intervals_and_timeouts_are_bounded() {
+        let repo = Target { group: "source.toolkit.fluxcd.io", kind: "OCIRepository", ..RELEASE };
+        let e = effective();
+        let spec = |more: Value| {
+            let mut object = json!({"spec": {"url": KRO_CHART}});
+            object["spec"].as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
+            object
+        };
+        let check = |more: Value| e.check_write(&facts(&context(), &[]), &repo, Some(&spec(more)), "r");
+        assert!(check(json!({"interval": "1m0s", "timeout": "60s"})).is_ok());
+        assert!(check(json!({"interval": "30s"})).is_ok());
+        for (more, reason) in [
+            (json!({"interval": "1s"}), "field /spec/interval must be at least 30s (it is 1s)"),
+            (json!({"interval": "500ms"}), "must be at least 30s"),
+            (json!({"interval": 60}), "field /spec/interval must be a duration such as 5m (it is 60)"),
+            (json!({"interval": "soon"}), "must be a duration"),
+            (json!({"timeout": "1h"}), "field /spec/timeout must be at most 10m (it is 1h)"),
+        ] {
+            let denial = check(more.clone()).unwrap_err();
+            assert_eq!(denial.rule, "grant-field");
+            assert!(denial.reason.contains(reason), "{more}: {denial}");
+        }
+        let chart_ref = json!({"kind": "OCIRepository", "name": "chart", "namespace": "mcp--t"});
+        let plan = [sibling("OCIRepository", "chart", false)];
+        let release = |more: Value| {
+            let mut spec = json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref});
+            spec.as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
+            release(spec)
+        };
+        assert!(check_release(&release(json!({"interval": "5m", "install": {"timeout": "10m"}})), &plan).is_ok());
+        let slow = check_release(&release(json!({"upgrade": {"timeout": "2h"}})), &plan).unwrap_err();
+        assert!(slow.reason.contains("/spec/upgrade/timeout must be at most 30m"), "{slow}");
+    }
+
+    fn check_release(object: &Value, siblings: &[Sibling]) -> Result<(), Denial> {
+        check(object, siblings)
     }
 
     #[test]
     fn kinds_and_places_outside_the_grant_are_refused() {
         let e = effective();
         let deployment = Target { group: "apps", kind: "Deployment", ..RELEASE };
-        assert_eq!(e.check_write(&context(), &deployment, Some(&json!({})), &[], "d").unwrap_err().rule, "not-granted");
+        assert_eq!(
+            e.check_write(&facts(&context(), &[]), &deployment, Some(&json!({})), "d").unwrap_err().rule,
+            "not-granted"
+        );
         let cp_namespace = Target {
             cluster: Cluster::ControlPlane,
             group: "",
@@ -311,9 +406,9 @@ mod tests {
             namespace: None,
             name: "kro-system",
         };
-        assert!(e.check_write(&context(), &cp_namespace, Some(&json!({})), &[], "ns").is_ok());
+        assert!(e.check_write(&facts(&context(), &[]), &cp_namespace, Some(&json!({})), "ns").is_ok());
         // Deletions check the rules but no fields.
-        assert!(e.check_write(&context(), &RELEASE, None, &[], "r").is_ok());
+        assert!(e.check_write(&facts(&context(), &[]), &RELEASE, None, "r").is_ok());
         assert!(e.check_copy_target(&context(), Cluster::ControlPlane, "kro-system", "c").is_ok());
         assert_eq!(e.check_copy_target(&context(), Cluster::Workload, "default", "c").unwrap_err().rule, "not-granted");
         assert_eq!(
@@ -344,5 +439,20 @@ mod tests {
         let denial =
             e.check_copy_source("kro", Some(&json!({"spec": {"x": "registry"}})), &kubeconfig, &none, &[]).unwrap_err();
         assert_eq!(denial.rule, "no-credential-copies");
+    }
+
+    #[test]
+    fn a_source_says_where_its_copies_may_go() {
+        let platform_only = BTreeMap::from([(COPY_TO_ANNOTATION.to_string(), "platform".to_string())]);
+        assert!(copy_to("Secret", "registry", &platform_only, Cluster::Platform).is_ok());
+        let denial = copy_to("Secret", "registry", &platform_only, Cluster::ControlPlane).unwrap_err();
+        assert_eq!(denial.rule, "copy-to");
+        assert!(denial.to_string().contains("copying Secret registry to the control-plane cluster"), "{denial}");
+        let both = BTreeMap::from([(COPY_TO_ANNOTATION.to_string(), "platform, control-plane".to_string())]);
+        assert!(copy_to("Secret", "registry", &both, Cluster::ControlPlane).is_ok());
+        assert!(
+            copy_to("Secret", "registry", &BTreeMap::new(), Cluster::Workload).is_ok(),
+            "unsaid: the grant decides"
+        );
     }
 }

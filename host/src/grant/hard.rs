@@ -178,10 +178,123 @@ pub fn copy_source(source: &Source, reserved: &[String]) -> Option<Refusal> {
     None
 }
 
-/// Rules for the token rules a plugin asks for on a cluster of its tenant.
+/// Verbs that are power over a cluster itself, on the resources where they
+/// mean something: impersonating anyone, creating roles with rights one
+/// does not hold and binding them, approving and signing certificates.
+const POWER_VERBS: &[(&str, &[&str], &[&str])] = &[
+    ("impersonate", &["", "authentication.k8s.io"], &["users", "groups", "serviceaccounts", "uids", "userextras"]),
+    ("escalate", &["rbac.authorization.k8s.io"], &["roles", "clusterroles"]),
+    ("bind", &["rbac.authorization.k8s.io"], &["roles", "clusterroles"]),
+    ("approve", &["certificates.k8s.io"], &["signers"]),
+    ("sign", &["certificates.k8s.io"], &["signers"]),
+];
+
+/// Resources that are power over a cluster whatever the verb: minting a
+/// ServiceAccount's tokens, approving certificates, the kubelet's and a
+/// container's doors (proxy, exec, attach, port-forward, ephemeral
+/// containers). Every resource of the admission and API registration
+/// groups counts too ([`POWER_GROUPS_FOR_TOKENS`]).
+const POWER_RESOURCES: &[(&str, &str)] = &[
+    ("", "serviceaccounts/token"),
+    ("", "nodes/proxy"),
+    ("", "pods/exec"),
+    ("", "pods/attach"),
+    ("", "pods/portforward"),
+    ("", "pods/proxy"),
+    ("", "pods/ephemeralcontainers"),
+    ("", "services/proxy"),
+    ("certificates.k8s.io", "certificatesigningrequests/approval"),
+    ("certificates.k8s.io", "certificatesigningrequests/status"),
+    ("certificates.k8s.io", "signers"),
+];
+
+/// Groups whose every object is power over a cluster when a token may
+/// write it: admission webhooks and policies see or change every request,
+/// an API service takes over a whole API group.
+const POWER_GROUPS_FOR_TOKENS: &[&str] = &["admissionregistration.k8s.io", "apiregistration.k8s.io"];
+
+/// One piece of cluster power a token rule would give: a verb on a
+/// resource, or a resource with any verb.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Power {
+    pub group: String,
+    pub resource: String,
+    /// `None`: every verb of the rule on this resource is power.
+    pub verb: Option<String>,
+}
+
+impl std::fmt::Display for Power {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let resource = match self.group.as_str() {
+            "" => self.resource.clone(),
+            group => format!("{}.{group}", self.resource),
+        };
+        match &self.verb {
+            Some(verb) => write!(f, "{verb} on {resource}"),
+            None => write!(f, "{resource}"),
+        }
+    }
+}
+
+/// The cluster power a token rule names (literally: the rule for
+/// tokens refuses wildcards first), each piece to be named as literally by
+/// a rule of the grant ([`powers_covered`]).
+pub fn powers(rule: &PolicyRule) -> Vec<Power> {
+    let mut found = Vec::new();
+    for group in &rule.api_groups {
+        for resource in &rule.resources {
+            let power = |verb: Option<&str>| Power {
+                group: group.clone(),
+                resource: resource.clone(),
+                verb: verb.map(str::to_string),
+            };
+            if POWER_GROUPS_FOR_TOKENS.contains(&group.as_str())
+                || POWER_RESOURCES.iter().any(|(g, r)| g == group && r == resource)
+            {
+                found.push(power(None));
+            }
+            for (verb, groups, resources) in POWER_VERBS {
+                let base = resource.split('/').next().unwrap_or_default();
+                if groups.contains(&group.as_str()) && resources.contains(&base) && rule.verbs.iter().any(|v| v == verb)
+                {
+                    found.push(power(Some(verb)));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether granted rule `g` names every piece of `powers` literally: the
+/// group and the resource by name, and the verb by name where the power is
+/// a verb (never through `*`).
+pub fn powers_covered(g: &PolicyRule, powers: &[Power]) -> bool {
+    let named = |list: &[String], item: &str| list.iter().any(|x| x == item);
+    powers.iter().all(|p| {
+        named(&g.api_groups, &p.group)
+            && named(&g.resources, &p.resource)
+            && p.verb.as_deref().is_none_or(|verb| named(&g.verbs, verb))
+    })
+}
+
+/// Rules for the token rules a plugin asks for on a cluster of its tenant:
+/// no wildcard in a group or a resource (`*`, `*/exec`, `pods/*`), and no
+/// power verb through `*` (`verbs: ["*"]` on roles would give `escalate`
+/// and `bind`); a plugin that needs such a verb names it, and then only a
+/// grant that names it too gives it ([`powers_covered`]).
 pub fn token_rule(rule: &PolicyRule) -> Option<Refusal> {
-    if rule.api_groups.iter().chain(&rule.resources).any(|x| x == "*") {
+    if rule.api_groups.iter().chain(&rule.resources).any(|x| x.contains('*')) {
         return refuse("no-wildcard-tokens", "token rules name their API groups and resources; no wildcards");
+    }
+    if rule.verbs.iter().any(|v| v == "*") {
+        let through_star =
+            PolicyRule { verbs: POWER_VERBS.iter().map(|(v, _, _)| v.to_string()).collect(), ..rule.clone() };
+        if let Some(power) = powers(&through_star).into_iter().find(|p| p.verb.is_some()) {
+            return refuse(
+                "named-cluster-powers",
+                format!("verbs [\"*\"] would give {power}; a token rule names such a verb, and a grant names it too"),
+            );
+        }
     }
     None
 }
@@ -314,10 +427,62 @@ mod tests {
     }
 
     #[test]
+    fn token_rules_name_what_they_give() {
+        let rule = |g: &[&str], r: &[&str], v: &[&str]| token_rule(&PolicyRule::new(g, r, v)).map(|r| r.rule);
+        assert_eq!(rule(&["*"], &["pods"], &["get"]), Some("no-wildcard-tokens"));
+        assert_eq!(rule(&[""], &["*"], &["get"]), Some("no-wildcard-tokens"));
+        assert_eq!(rule(&[""], &["*/exec"], &["create"]), Some("no-wildcard-tokens"));
+        assert_eq!(rule(&[""], &["pods/*"], &["create"]), Some("no-wildcard-tokens"));
+        let rbac = "rbac.authorization.k8s.io";
+        assert_eq!(rule(&[rbac], &["clusterroles"], &["*"]), Some("named-cluster-powers"));
+        assert_eq!(rule(&[""], &["serviceaccounts"], &["*"]), Some("named-cluster-powers"), "impersonate");
+        assert_eq!(rule(&[rbac], &["clusterrolebindings"], &["*"]), None, "no power verb applies there");
+        assert_eq!(rule(&[""], &["configmaps", "secrets"], &["*"]), None);
+        assert_eq!(rule(&[rbac], &["clusterroles"], &["get", "create", "escalate", "bind"]), None, "named");
+    }
+
+    #[test]
+    fn cluster_powers_are_given_only_by_name() {
+        let rbac = "rbac.authorization.k8s.io";
+        let asked = PolicyRule::new(&[rbac], &["clusterroles", "roles"], &["create", "escalate", "bind"]);
+        let found = powers(&asked);
+        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "escalate on clusterroles.rbac.authorization.k8s.io",
+                "bind on clusterroles.rbac.authorization.k8s.io",
+                "escalate on roles.rbac.authorization.k8s.io",
+                "bind on roles.rbac.authorization.k8s.io"
+            ]
+        );
+        assert!(!powers_covered(&PolicyRule::new(&["*"], &["*"], &["*"]), &found), "never through *");
+        assert!(!powers_covered(&PolicyRule::new(&[rbac], &["clusterroles", "roles"], &["*"]), &found));
+        let named = PolicyRule::new(&[rbac], &["clusterroles", "roles"], &["create", "escalate", "bind"]);
+        assert!(powers_covered(&named, &found));
+        for (group, resource) in [
+            ("", "pods/exec"),
+            ("", "serviceaccounts/token"),
+            ("", "nodes/proxy"),
+            ("certificates.k8s.io", "certificatesigningrequests/approval"),
+            ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+            ("apiregistration.k8s.io", "apiservices"),
+        ] {
+            let asked = PolicyRule::new(&[group], &[resource], &["create"]);
+            let found = powers(&asked);
+            assert_eq!(found.len(), 1, "{resource}");
+            assert!(!powers_covered(&PolicyRule::new(&[group], &["*"], &["*"]), &found), "{resource}");
+            assert!(powers_covered(&PolicyRule::new(&[group], &[resource], &["*"]), &found), "{resource}: named");
+        }
+        assert!(powers(&PolicyRule::new(&[""], &["pods", "configmaps"], &["*"])).is_empty());
+        assert_eq!(
+            powers(&PolicyRule::new(&[""], &["users"], &["impersonate"]))[0].to_string(),
+            "impersonate on users"
+        );
+    }
+
+    #[test]
     fn tokens_and_crds() {
-        assert!(token_rule(&PolicyRule::new(&["*"], &["pods"], &["get"])).is_some());
-        assert!(token_rule(&PolicyRule::new(&[""], &["*"], &["get"])).is_some());
-        assert!(token_rule(&PolicyRule::new(&["rbac.authorization.k8s.io"], &["clusterroles"], &["*"])).is_none());
         assert!(crd("things.kro.example", "kro.example", &own()).is_none());
         assert!(crd("others.kro.example", "kro.example", &own()).is_some(), "not listed in the identity");
         assert!(crd("things.evil.io", "evil.io", &own()).is_some());

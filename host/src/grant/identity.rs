@@ -45,6 +45,15 @@ pub struct Identity {
     /// plugin calls itself by this name.
     #[serde(default)]
     pub digest: Option<String>,
+    /// More digests the component may have (each `sha256:<hex>`), e.g. the
+    /// builds of one plugin in several languages; with `digest`, the
+    /// component must have one of them.
+    #[serde(default)]
+    pub digests: Vec<String>,
+    /// The most this plugin's per-instance tokens may allow, instead of the
+    /// grant's `tokenRules` (which then apply to the other plugins only).
+    #[serde(default)]
+    pub token_rules: Option<super::TokenRules>,
 }
 
 /// API groups no plugin may call its own: Kubernetes' (`k8s.io`,
@@ -78,13 +87,21 @@ impl Identity {
             finalizer: descriptor.finalizer.clone(),
             crds: descriptor.crds.iter().map(|c| crd_name_and_group(&c.manifest).0).collect(),
             digest: None,
+            digests: Vec::new(),
+            token_rules: None,
         }
+    }
+
+    /// Every digest the identity pins (`digest` and `digests`); empty when
+    /// it pins none and is given by name.
+    pub fn pinned_digests(&self) -> Vec<&str> {
+        self.digest.iter().chain(&self.digests).map(String::as_str).collect()
     }
 
     /// Why a grant's identity is not one any grant may give.
     pub fn invalid(&self) -> Option<String> {
         let hex = |d: &str| d.len() == 64 && d.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
-        if let Some(digest) = self.digest.as_deref().filter(|d| !d.strip_prefix("sha256:").is_some_and(hex)) {
+        if let Some(digest) = self.pinned_digests().into_iter().find(|d| !d.strip_prefix("sha256:").is_some_and(hex)) {
             return Some(format!("digest {digest:?} is not sha256:<64 lower-case hex digits>"));
         }
         for group in [&self.service.group, &self.provider_config.group] {
@@ -145,6 +162,8 @@ mod tests {
             finalizer: "kro.example/finalizer".into(),
             crds: vec!["kroes.kro.example".into()],
             digest: None,
+            digests: Vec::new(),
+            token_rules: None,
         }
     }
 

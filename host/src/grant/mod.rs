@@ -63,6 +63,13 @@ pub enum GrantError {
 /// The built-in grant.
 pub const DEFAULT: &str = include_str!("default.yaml");
 
+/// The plugin components a release build ships, as `<plugin>=sha256:<hex>`
+/// separated by spaces: `scripts/build-host-binary.sh` sets it from the
+/// components it puts into the image, and the built-in grant gives its
+/// identities to exactly those bytes. `None` in a development build, whose
+/// built-in grant trusts a plugin by its name (and says so at start).
+pub const SHIPPED: Option<&str> = option_env!("SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS");
+
 /// The operator's grant for one plugin.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -146,6 +153,15 @@ pub struct FieldRule {
     /// another provider's object that happens to be there.
     #[serde(default)]
     pub planned: bool,
+    /// If present, the field must be a duration (Go's syntax, `1m30s`) of
+    /// at least this (`30s`): how often a Flux controller acts for the
+    /// instance is a cost to every tenant of that controller.
+    #[serde(default)]
+    pub at_least: Option<String>,
+    /// If present, the field must be a duration of at most this: a Helm
+    /// action's timeout holds one of helm-controller's workers.
+    #[serde(default)]
+    pub at_most: Option<String>,
 }
 
 /// What a `oneOf` value may stand for:
@@ -155,9 +171,19 @@ pub struct FieldRule {
 /// - `{secretCopies}`, `{configMapCopies}`: the names of the Secret (or
 ///   ConfigMap) copies the same plan makes into the object's namespace on
 ///   its cluster. A copy of one kind never makes a name acceptable where the
-///   other kind is read.
-pub const PLACEHOLDERS: &[&str] =
-    &["{tenant}", "{controlPlaneSecret}", "{workloadSecret}", "{secretCopies}", "{configMapCopies}"];
+///   other kind is read;
+/// - `{providerConfigURLs}`: every string the ProviderConfig's `spec`
+///   holds (only the platform operator writes it), and each that has no
+///   scheme also with `oci://` in front: the registries and repositories
+///   the operator named.
+pub const PLACEHOLDERS: &[&str] = &[
+    "{tenant}",
+    "{controlPlaneSecret}",
+    "{workloadSecret}",
+    "{secretCopies}",
+    "{configMapCopies}",
+    "{providerConfigURLs}",
+];
 
 /// How much of an object an observation may see.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -219,8 +245,16 @@ pub struct CopySources {
 /// for the provider named in its value.
 pub const COPY_SOURCE_LABEL: &str = "service-provider.open-control-plane.io/copy-source";
 
+/// The annotation with which a copy source says where its copies may go:
+/// cluster names (`platform`, `control-plane`, `workload`) separated by
+/// commas. A registry credential the platform's source-controller needs is
+/// annotated `platform`, so no plan copies it onto a tenant's ControlPlane,
+/// where the tenant could read it. Without it, a source goes wherever the
+/// grant's copy targets allow.
+pub const COPY_TO_ANNOTATION: &str = "service-provider.open-control-plane.io/copy-to";
+
 /// Bounds of the per-instance tokens.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenRules {
     #[serde(default)]
@@ -231,9 +265,28 @@ pub struct TokenRules {
 }
 
 impl Grant {
-    /// The built-in grant.
+    /// The built-in grant, its identities pinned to the components this
+    /// build ships ([`SHIPPED`]).
     pub fn default_grant() -> Grant {
-        Grant::parse(DEFAULT).expect("the built-in grant parses")
+        let grant = Grant::parse(DEFAULT).expect("the built-in grant parses");
+        match SHIPPED {
+            Some(shipped) => grant.pinned_to(shipped),
+            None => grant,
+        }
+    }
+
+    /// This grant with each identity given to exactly the components
+    /// `shipped` names for its plugin (`<plugin>=sha256:<hex> …`); an
+    /// identity no shipped component has is dropped.
+    pub fn pinned_to(mut self, shipped: &str) -> Grant {
+        let pins: Vec<(&str, &str)> = shipped.split_whitespace().filter_map(|pin| pin.split_once('=')).collect();
+        self.identities.retain_mut(|identity| {
+            identity.digest = None;
+            identity.digests =
+                pins.iter().filter(|(plugin, _)| *plugin == identity.plugin).map(|(_, d)| d.to_string()).collect();
+            !identity.digests.is_empty()
+        });
+        self
     }
 
     pub fn parse(text: &str) -> Result<Grant, String> {
@@ -262,6 +315,11 @@ impl Grant {
                         field.path,
                         PLACEHOLDERS.join(", ")
                     ));
+                }
+                for bound in [&field.at_least, &field.at_most].into_iter().flatten() {
+                    if crate::syntax::go_duration(bound).is_none() {
+                        return Err(format!("field {}: {bound:?} is not a duration such as 30s or 1h", field.path));
+                    }
                 }
             }
             if let Some(path) = rule.only_fields.iter().find(|p| !p.starts_with('/')) {
@@ -318,6 +376,43 @@ mod tests {
         assert!(platform_writes.iter().all(|w| w.namespaces == ["{tenant}"] && !w.cluster_scoped));
         let release = platform_writes.iter().find(|w| w.kinds.contains(&"HelmRelease".to_string())).unwrap();
         assert!(release.fields.iter().any(|f| f.path == "/spec/kubeConfig/secretRef/name" && f.required));
+    }
+
+    #[test]
+    fn the_built_in_identities_have_exactly_their_plugins_token_ceilings() {
+        let grant = Grant::parse(DEFAULT).unwrap();
+        assert!(grant.token_rules.control_plane.is_empty(), "no ceiling for any other plugin");
+        for identity in &grant.identities {
+            let ceiling = identity.token_rules.as_ref().expect("each built-in identity has its own ceiling");
+            assert!(!ceiling.control_plane.is_empty(), "{}", identity.plugin);
+            for rule in &ceiling.control_plane {
+                assert!(
+                    !rule.api_groups.iter().chain(&rule.resources).chain(&rule.verbs).any(|x| x.contains('*')),
+                    "{rule:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_built_in_grant_is_pinned_to_the_shipped_components() {
+        let kro = format!("sha256:{}", "a".repeat(64));
+        let other = format!("sha256:{}", "b".repeat(64));
+        let grant = Grant::parse(DEFAULT).unwrap().pinned_to(&format!("kro={kro} kro={other}"));
+        let plugins: Vec<&str> = grant.identities.iter().map(|i| i.plugin.as_str()).collect();
+        assert_eq!(plugins, ["kro"], "an identity nothing shipped has is gone");
+        assert_eq!(grant.identities[0].pinned_digests(), [kro.as_str(), other.as_str()]);
+    }
+
+    #[test]
+    fn duration_bounds_are_durations() {
+        let rule = |bound: &str| {
+            format!(
+                "write:\n  - cluster: platform\n    groups: [g]\n    kinds: [K]\n    fields:\n      - {{path: /spec/interval, atLeast: \"{bound}\"}}\n"
+            )
+        };
+        assert!(Grant::parse(&rule("30s")).is_ok());
+        assert!(Grant::parse(&rule("a while")).unwrap_err().contains("not a duration"));
     }
 
     #[test]

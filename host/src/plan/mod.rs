@@ -207,7 +207,11 @@ fn references<'v>(value: &'v Value, found: &mut impl FnMut(&'v str, &'v str)) {
 pub async fn reconcile(planner: &Planner, input: &Input) -> Result<Result<CheckedPlan, PlanError>, Error> {
     match planner.plugin.plan(input).await? {
         Ok(plan) => {
-            let manifests = check_plan(planner.descriptor(), &planner.granted, &input.context, &plan)?;
+            // The ProviderConfig as the plugin got it (the host wrote it).
+            let provider_config: Option<Value> =
+                input.provider_config.as_deref().and_then(|text| serde_json::from_str(text).ok());
+            let (descriptor, granted) = (planner.descriptor(), &planner.granted);
+            let manifests = check_plan(descriptor, granted, &input.context, provider_config.as_ref(), &plan)?;
             Ok(Ok(CheckedPlan {
                 manifests,
                 copies: plan.copies,

@@ -140,13 +140,20 @@ async fn the_frozen_0_1_kro_plugin_still_works() {
     let old = plugins::load(plugins::KRO_0_1, Limits::default());
     assert_eq!(old.contract_version(), "0.1.0");
     assert_eq!(kro().contract_version(), "0.2.0");
-    // The one change to describe() since: the ControlPlane token may read
+    // The changes to describe() since: the ControlPlane token may read
     // ReplicaSets and Pods, which helm-controller's readiness wait needs
-    // (found with openmcp-operator's scoped tokens).
+    // (found with openmcp-operator's scoped tokens), and RBAC's verbs are
+    // named (`escalate` and `bind` among them) instead of `*`.
     let mut now = KroProvider::describe();
     let before = now.access.control_plane_rules.len();
     now.access.control_plane_rules.retain(|r| r.resources != ["replicasets"] && r.resources != ["pods"]);
     assert_eq!(now.access.control_plane_rules.len(), before - 2);
+    for rule in &mut now.access.control_plane_rules {
+        if rule.api_groups == ["rbac.authorization.k8s.io"] {
+            assert!(rule.verbs.contains(&"escalate".to_string()) && rule.verbs.contains(&"bind".to_string()));
+            rule.verbs = vec!["*".into()];
+        }
+    }
     assert_eq!(old.descriptor(), &now);
     for case in cases::all().into_iter().filter(|c| c.call == Call::Plan) {
         let adapted = old.plan(&case.input).await.unwrap_or_else(|e| panic!("{}: {e}", case.name));

@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use host_test_support::oci::{IMAGE_DIR, PluginRegistry};
-use host_test_support::plugins::{Component, GO_KRO, KRO};
+use host_test_support::plugins::{self, Component, GO_KRO, KRO};
 use host_test_support::process::{Launcher, Replica, ReplicaOptions};
 use host_test_support::*;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
@@ -93,6 +93,19 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
     let sp = providers.get(&f.provider).await.unwrap();
     assert_eq!(sp.data["status"]["resources"][0]["kind"], "Kro", "{:?}", sp.data);
 
+    // The built-in grant is for the components the image ships, by digest:
+    // guest-kro as built against contract 0.1.0 also calls itself kro and
+    // claims exactly kro's identity, and is refused before any request.
+    let old = plugin_path(plugins::KRO_0_1);
+    let mounts = [(old.clone(), "/mnt/old-kro.wasm".to_string())];
+    let mut old_init = init.map(str::to_string).to_vec();
+    *old_init.last_mut().unwrap() = image.path(&old, "/mnt/old-kro.wasm");
+    let old_init: Vec<OsString> = old_init.into_iter().map(OsString::from).collect();
+    let out = image.command_with(&old_init, &kubeconfig, &[("POD_NAMESPACE", &f.pod_ns)], &mounts).output().await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a component the image does not ship got kro's identity: {stderr}");
+    assert!(stderr.contains("digest") && stderr.contains("--plugin-grant"), "{stderr}");
+
     // run: start to first reconcile with the baked cache, then with the
     // cache unusable (a directory the user cannot create: the host warns
     // and compiles the plugin in memory).
@@ -110,7 +123,7 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
     // plugin from a registry: pulled by digest with the pull Secret's
     // docker config, its signature verified, cached on a writable volume
     // (an emptyDir in a Deployment).
-    let (replica, _registry) = run_from_registry(&image, &f, KRO).await;
+    let (replica, _registry) = run_from_registry(&image, &f, KRO, None).await;
     f.create_kro("mcp-01", "v0.9.1").await;
     let kro = f.wait_ready("mcp-01").await;
     assert_eq!(ready(&kro)["reason"], "ReconcileSuccess", "{kro:#}");
@@ -132,9 +145,15 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
 /// `run` from the image, with leader election and `component` from a
 /// registry: pulled by digest with the pull Secret's docker config, its
 /// signature verified, cached on a writable volume (an emptyDir in a
-/// Deployment). Returned once ready, with the manifest and the component
-/// in the cache; the registry must live as long as the replica.
-async fn run_from_registry(image: &Launcher, f: &Fixture, component: Component) -> (Replica, PluginRegistry) {
+/// Deployment), under `grant` (a `--plugin-grant` file) or the built-in
+/// one. Returned once ready, with the manifest and the component in the
+/// cache; the registry must live as long as the replica.
+async fn run_from_registry(
+    image: &Launcher,
+    f: &Fixture,
+    component: Component,
+    grant: Option<&std::path::Path>,
+) -> (Replica, PluginRegistry) {
     let registry = PluginRegistry::start().await;
     let binary = env!("CARGO_BIN_EXE_service-provider-host").as_ref();
     let pinned = registry.publish(binary, &plugin_path(component), "plugins/kro");
@@ -144,13 +163,18 @@ async fn run_from_registry(image: &Launcher, f: &Fixture, component: Component) 
     // The image's user is not this test's: let it write (test only).
     std::fs::set_permissions(&cache, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let there = |name: &str| image.path(&registry.dir().join(name), &format!("{IMAGE_DIR}/{name}"));
+    let mut mounts =
+        vec![(registry.dir().to_path_buf(), format!("{IMAGE_DIR}:ro")), (cache.clone(), "/var/cache/plugins".into())];
+    let mut args = Vec::new();
+    if let Some(grant) = grant {
+        mounts.push((grant.to_path_buf(), "/etc/service-provider-host/grant.yaml:ro".into()));
+        args = vec!["--plugin-grant".into(), image.path(grant, "/etc/service-provider-host/grant.yaml")];
+    }
     let options = ReplicaOptions {
         leader_elect: true,
         plugin_source: Some(pinned.clone()),
-        mounts: vec![
-            (registry.dir().to_path_buf(), format!("{IMAGE_DIR}:ro")),
-            (cache.clone(), "/var/cache/plugins".into()),
-        ],
+        mounts,
+        args,
         env: vec![
             ("DOCKER_CONFIG".into(), there("docker")),
             ("PLUGIN_VERIFY_KEY".into(), there("cosign.pub")),
@@ -173,13 +197,22 @@ async fn run_from_registry(image: &Launcher, f: &Fixture, component: Component) 
 
 /// A plugin written in Go needs nothing of its own from the image: guest-kro's
 /// Go port, pulled from the registry, verified and compiled by the image's
-/// host, takes a Kro to Ready and through deletion.
+/// host, takes a Kro to Ready and through deletion. The image's built-in
+/// grant is for the components it ships, so the platform gives the port a
+/// grant of its own: kro's identity, pinned to the port's digest.
 #[tokio::test]
 async fn the_image_runs_the_go_port_of_kro_from_the_registry() {
     let Some(image) = image() else { return };
     let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
-    let (replica, _registry) = run_from_registry(&image, &f, GO_KRO).await;
+    let digest = envtest::registry::sha256_digest(&std::fs::read(plugin_path(GO_KRO)).unwrap());
+    let mut grant: serde_json::Value = serde_saphyr::from_str(service_provider_host::grant::DEFAULT).unwrap();
+    let kro = grant["identities"].as_array_mut().unwrap().iter_mut().find(|i| i["plugin"] == "kro").unwrap();
+    kro["digest"] = json!(digest);
+    let grant_file = std::env::temp_dir().join(format!("{}.json", unique("go-kro-grant")));
+    std::fs::write(&grant_file, grant.to_string()).unwrap();
+    std::fs::set_permissions(&grant_file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let (replica, _registry) = run_from_registry(&image, &f, GO_KRO, Some(&grant_file)).await;
     f.create_kro("mcp-01", "v0.9.1").await;
     let kro = f.wait_ready("mcp-01").await;
     assert_eq!(ready(&kro)["reason"], "ReconcileSuccess", "{kro:#}");

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
-use service_provider_host::grant::{Effective, Grant};
+use service_provider_host::grant::Effective;
 use service_provider_host::plan::Planner;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
@@ -108,11 +108,9 @@ async fn a_token_rule_taken_away_fails_the_install_clearly_and_a_re_grant_rotate
         Fixture::with_openmcp(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     with_image_pull_secret(&f).await;
     let kro = plugin();
-    let mut grant = Grant::default_grant();
-    let rules = &kro.descriptor().access.control_plane_rules;
-    grant.token_rules.control_plane =
-        rules.iter().filter(|r| !r.resources.iter().any(|x| x == "namespaces")).cloned().collect();
-    assert_eq!(grant.token_rules.control_plane.len(), rules.len() - 1, "one rule less");
+    let rules = kro.descriptor().access.control_plane_rules.len();
+    let (grant, left) = host_test_support::plugins::built_in_grant_without(&kro, "namespaces");
+    assert_eq!(left, rules - 1, "one rule less");
     let granted = Effective::for_component(kro.descriptor(), kro.digest(), grant).expect("grant fits");
     let ctx = f.context_for(Planner { plugin: kro, granted: Arc::new(granted) }, |_| {}).await;
     f.start_operator_on(Arc::new(ctx));

@@ -155,7 +155,7 @@ fn cluster() -> impl Strategy<Value = Cluster> {
 fn holds(plan: &Plan) -> Result<(), TestCaseError> {
     let (descriptor, granted, context) = setup();
     let owner = Owner { provider: "fuzz".into(), name: "i".into(), namespace: "n".into() };
-    if let Ok(manifests) = check_plan(&descriptor, &granted, &context, plan) {
+    if let Ok(manifests) = check_plan(&descriptor, &granted, &context, None, plan) {
         for m in manifests {
             let decorated = decorate(&m.object, &owner);
             prop_assert!(decorated.is_ok(), "accepted but not preparable: {}", m.object);
@@ -284,7 +284,7 @@ fn the_damage_generator_also_reaches_accepted_objects() {
     for _ in 0..300 {
         let object = damaged_object().new_tree(&mut runner).unwrap().current();
         let plan = plan_of(vec![(Cluster::ControlPlane, object.to_string())], vec![]);
-        accepted += check_plan(&descriptor, &granted, &context, &plan).map_or(0, |m| m.len());
+        accepted += check_plan(&descriptor, &granted, &context, None, &plan).map_or(0, |m| m.len());
     }
     assert!(accepted > 10, "only {accepted} of 300 damaged objects were accepted");
 }

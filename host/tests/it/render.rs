@@ -257,12 +257,17 @@ fn a_refused_plan_renders_the_rule() {
 #[test]
 fn render_shows_the_hosts_refusals_offline() {
     let grant = temp_file("hostile-grant.json", &plugins::grant_text_for("hostile"));
+    // The seed's ProviderConfig, with the registry the hostile plugin's
+    // sources name among its charts (the grant allows only those).
+    let seed = std::fs::read_to_string(plugins::root().join("examples/providerconfig.yaml")).unwrap();
+    let more = "    - version: v1\n      chartVersion: \"1\"\n      chartURL: oci://registry.example/charts/x\n";
+    let config = temp_file("hostile-providerconfig.yaml", &format!("{seed}{more}"));
     let render_hostile = |name: &str, deleting: bool| {
         let object = format!(
             "apiVersion: kro.services.open-control-plane.io/v1alpha1\nkind: Kro\nmetadata: {{name: {name}, namespace: default}}\nspec: {{version: v1}}\n"
         );
         let object = temp_file(&format!("{name}.yaml"), &object);
-        let mut args = vec!["--object", s(&object), "--provider-config", "examples/providerconfig.yaml"];
+        let mut args = vec!["--object", s(&object), "--provider-config", s(&config)];
         args.extend(["--plugin-grant", s(&grant)]);
         if deleting {
             args.push("--deleting");

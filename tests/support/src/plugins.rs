@@ -118,11 +118,25 @@ pub fn workload_echo_plugin() -> Plugin {
     PLUGIN.get_or_init(|| load(WORKLOAD_ECHO, Limits::default())).clone()
 }
 
+/// The built-in grant with one of `plugin`'s ControlPlane token rules taken
+/// from its identity's ceiling: every rule it asks for but the ones naming
+/// `resource`. How many rules are left.
+pub fn built_in_grant_without(plugin: &Plugin, resource: &str) -> (Grant, usize) {
+    let mut grant = Grant::default_grant();
+    let rules = &plugin.descriptor().access.control_plane_rules;
+    let identity = grant.identities.iter_mut().find(|i| i.plugin == plugin.name()).expect("the plugin's identity");
+    let ceiling = identity.token_rules.as_mut().expect("the identity's own token ceiling");
+    ceiling.control_plane = rules.iter().filter(|r| !r.resources.iter().any(|x| x == resource)).cloned().collect();
+    let left = ceiling.control_plane.len();
+    (grant, left)
+}
+
 /// The grant a platform operator would give each test plugin: the built-in
 /// one, which pins kro's and flux's identities; for `echo` (workload-echo)
 /// and `hostile` their own identities (both serve the Kro API, so the
-/// project's CRDs can be reused), and for `echo` a workload cluster where
-/// it may write ConfigMaps in `default`.
+/// project's CRDs can be reused), and for `echo` a token ceiling of its own
+/// and a workload cluster where it may write ConfigMaps in `default`
+/// (`hostile` gets no token rules at all).
 pub fn grant_for(plugin: &Plugin) -> Grant {
     Grant::parse(&grant_text_for(plugin.name())).expect("the test grant parses")
 }
@@ -138,11 +152,14 @@ pub fn grant_text_for(plugin_name: &str) -> String {
             "providerConfig": {"group": group, "kind": "ProviderConfig"}, "finalizer": finalizer, "crds": crds})
     };
     let identities = grant["identities"].as_array_mut().expect("identities");
-    identities.push(kro_kinds("echo", "echo.test/finalizer", &["echoes.kro.services.open-control-plane.io"]));
+    let mut echo = kro_kinds("echo", "echo.test/finalizer", &["echoes.kro.services.open-control-plane.io"]);
+    echo["tokenRules"] = serde_json::json!({
+        "controlPlane": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+        "workload": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}],
+    });
+    identities.push(echo);
     identities.push(kro_kinds("hostile", "hostile.test/finalizer", &[]));
     if plugin_name == "echo" {
-        grant["tokenRules"]["workload"] =
-            serde_json::json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]);
         grant["write"].as_array_mut().expect("write rules").push(serde_json::json!({
             "cluster": "workload", "namespaces": ["default"], "groups": [""], "kinds": ["ConfigMap"],
         }));

@@ -60,11 +60,16 @@ impl Effective {
             return Err(GrantError::Identity { plugin: plugin(), found: vec![format!("the grant's identity: {why}")] });
         }
         let mut found = identity.mismatches(descriptor);
-        match (identity.digest.as_deref(), digest) {
-            (Some(pinned), Some(actual)) if pinned != actual => {
-                found.push(format!("its digest is {actual}, the grant pins {pinned}"));
+        let pinned = identity.pinned_digests();
+        match digest {
+            Some(actual) if !pinned.is_empty() && !pinned.contains(&actual) => found.push(format!(
+                "its digest is {actual}, the grant pins {}: only those components are this plugin; run any other \
+                 with a grant of its own that pins its digest (--plugin-grant)",
+                pinned.join(", ")
+            )),
+            None if !pinned.is_empty() => {
+                found.push(format!("the grant pins digest {}, which cannot be checked here", pinned.join(", ")))
             }
-            (Some(pinned), None) => found.push(format!("the grant pins digest {pinned}, which cannot be checked here")),
             _ => {}
         }
         if !found.is_empty() {
@@ -91,21 +96,19 @@ impl Effective {
                 (o.id.clone(), keys.collect())
             })
             .collect();
-        let mut control_plane_rules = granted_rules(
-            "ControlPlane",
-            &descriptor.access.control_plane_rules,
-            &grant.token_rules.control_plane,
-            &mut refused,
-        );
+        // The identity's own ceiling, else the grant's for every plugin.
+        let ceiling = identity.token_rules.as_ref().unwrap_or(&grant.token_rules).clone();
+        let mut control_plane_rules =
+            granted_rules("ControlPlane", &descriptor.access.control_plane_rules, &ceiling.control_plane, &mut refused);
         control_plane_rules.extend(crd_rule(descriptor, Cluster::ControlPlane, &identity.crds));
         let mut workload_rules = Vec::new();
         let mut workload_cluster = descriptor.access.workload_cluster;
-        if workload_cluster && grant.token_rules.workload.is_empty() {
+        if workload_cluster && ceiling.workload.is_empty() {
             refused.push("a workload cluster: the grant gives none (tokenRules.workload is empty)".into());
             workload_cluster = false;
         } else if workload_cluster {
             workload_rules =
-                granted_rules("workload", &descriptor.access.workload_rules, &grant.token_rules.workload, &mut refused);
+                granted_rules("workload", &descriptor.access.workload_rules, &ceiling.workload, &mut refused);
             workload_rules.extend(crd_rule(descriptor, Cluster::Workload, &identity.crds));
         }
         let own = Own::of(descriptor, &identity.crds);
@@ -197,10 +200,19 @@ fn granted_rules(
     requested
         .iter()
         .filter(|rule| {
+            let powers = hard::powers(rule);
             let why = match hard::token_rule(rule) {
                 Some(r) => Some(format!("{} (rule {})", r.reason, r.rule)),
                 None if !granted.iter().any(|g| rule_covers(g, rule)) => {
                     Some("no token rule of the grant covers it (rule not-granted)".to_string())
+                }
+                None if !granted.iter().any(|g| rule_covers(g, rule) && hard::powers_covered(g, &powers)) => {
+                    let named: Vec<String> = powers.iter().map(ToString::to_string).collect();
+                    Some(format!(
+                        "it gives {}, which only a token rule of the grant that names it literally gives, never \
+                         one with * (rule named-cluster-powers)",
+                        named.join(", ")
+                    ))
                 }
                 None => None,
             };

@@ -3,6 +3,7 @@
 use service_provider_sdk::contract::{Access, ApiKind, Cluster, Crd, Stage};
 
 use super::*;
+use crate::grant::TokenRules;
 
 fn kind(group: &str, k: &str, namespaced: bool) -> ApiKind {
     ApiKind::new(group, "v1", k, &format!("{}s", k.to_lowercase()), namespaced)
@@ -69,7 +70,7 @@ fn the_default_grant_gives_what_a_flux_provider_needs_and_nothing_more() {
     let e = Effective::new(&descriptor(), Grant::default_grant().pinning(&descriptor())).unwrap();
     let ids: Vec<&str> = e.observations.iter().map(|o| o.id.as_str()).collect();
     assert_eq!(ids, ["flux", "rgds"]);
-    assert_eq!(e.control_plane_rules, [PolicyRule::new(&["apps"], &["deployments"], &["get", "create"])]);
+    assert!(e.control_plane_rules.is_empty(), "no token ceiling but an identity's own: {:?}", e.control_plane_rules);
     assert!(!e.workload_cluster, "no workload cluster by default");
     let refused = e.refused.join("\n");
     for expected in [
@@ -79,10 +80,52 @@ fn the_default_grant_gives_what_a_flux_provider_needs_and_nothing_more() {
         "tenant-namespace-only",
         "\"cp-configmaps\"",
         "no-wildcard-tokens",
+        "[\"apps\"] [\"deployments\"] [\"get\", \"create\"]: no token rule of the grant covers it",
         "workload cluster",
     ] {
         assert!(refused.contains(expected), "{expected} in {refused}");
     }
+}
+
+#[test]
+fn an_identity_carries_its_own_token_ceiling() {
+    let mut grant = Grant::default_grant().pinning(&descriptor());
+    let deployments = PolicyRule::new(&["apps"], &["deployments"], &["get", "list", "create"]);
+    grant.identities.last_mut().unwrap().token_rules =
+        Some(TokenRules { control_plane: vec![deployments], workload: Vec::new() });
+    let e = Effective::new(&descriptor(), grant).unwrap();
+    assert_eq!(e.control_plane_rules, [PolicyRule::new(&["apps"], &["deployments"], &["get", "create"])]);
+    // The shipped plugins' ceilings cover exactly what they ask for.
+    let kro = Grant::default_grant();
+    let ceiling = kro.identities.iter().find(|i| i.plugin == "kro").unwrap().token_rules.clone().unwrap();
+    assert!(ceiling.control_plane.iter().any(|r| r.verbs.contains(&"escalate".to_string())));
+}
+
+#[test]
+fn cluster_power_is_given_only_where_a_ceiling_names_it() {
+    let rbac = "rbac.authorization.k8s.io";
+    let mut d = descriptor();
+    d.access.control_plane_rules = vec![
+        PolicyRule::new(&[rbac], &["clusterroles"], &["get", "create", "escalate", "bind"]),
+        PolicyRule::new(&[""], &["pods/exec"], &["create"]),
+        PolicyRule::new(&[""], &["users"], &["impersonate"]),
+    ];
+    let wide = |rules: Vec<PolicyRule>| {
+        let mut grant = Grant::default_grant().pinning(&d);
+        grant.token_rules.control_plane = rules;
+        Effective::new(&d, grant).unwrap()
+    };
+    let e = wide(vec![PolicyRule::new(&["*"], &["*"], &["*"])]);
+    assert!(e.control_plane_rules.is_empty(), "not through *: {:?}", e.control_plane_rules);
+    let refused = e.refused.join("\n");
+    for expected in ["escalate on clusterroles.rbac.authorization.k8s.io", "pods/exec", "impersonate on users"] {
+        assert!(refused.contains(expected) && refused.contains("named-cluster-powers"), "{expected} in {refused}");
+    }
+    let named = wide(vec![
+        PolicyRule::new(&[rbac], &["clusterroles"], &["get", "create", "escalate", "bind"]),
+        PolicyRule::new(&[""], &["pods/exec"], &["*"]),
+    ]);
+    assert_eq!(named.control_plane_rules.len(), 2, "{:?}", named.refused);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use service_provider_sdk::contract::{
 use super::{Manifest, report, validate};
 use crate::Error;
 use crate::grant::hard::{self, Target};
-use crate::grant::{Denial, Effective, check::Sibling};
+use crate::grant::{Denial, Effective, check::Facts, check::Sibling};
 use crate::instance::{reachable, scope_namespace};
 use crate::resource::group_of;
 use crate::syntax;
@@ -59,7 +59,7 @@ pub fn check_ref(descriptor: &Descriptor, granted: &Effective, context: &Context
             format!("plural {:?} is not {:?}, the plural of the kind it names", r.plural, capability.api.plural);
         return Err(Error::Denied(Denial::new("plural-of-kind", what, reason)));
     }
-    granted.check_write(context, &target, None, &[], &what)?;
+    granted.check_write(&Facts { context, siblings: &[], provider_config: None }, &target, None, &what)?;
     Ok(())
 }
 
@@ -137,11 +137,13 @@ pub fn manifest(descriptor: &Descriptor, cluster: Cluster, text: &str) -> Result
 }
 
 /// Checks every object and copy of a plan; returns the objects parsed, each
-/// with the REST plural of the capability that allows it.
+/// with the REST plural of the capability that allows it. The
+/// ProviderConfig is what `{providerConfigURLs}` of the grant stands for.
 pub fn check_plan(
     descriptor: &Descriptor,
     granted: &Effective,
     context: &Context,
+    provider_config: Option<&serde_json::Value>,
     plan: &Plan,
 ) -> Result<Vec<Manifest>, Error> {
     report::status(&plan.status).map_err(|reason| invalid(descriptor, reason))?;
@@ -179,7 +181,8 @@ pub fn check_plan(
         }
         granted.check_always_refused(context, &target, &what)?;
         let capability = requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
-        granted.check_write(context, &target, Some(&m.object), &siblings, &what)?;
+        let facts = Facts { context, siblings: &siblings, provider_config };
+        granted.check_write(&facts, &target, Some(&m.object), &what)?;
         if m.group() == "apiextensions.k8s.io" && m.kind == "CustomResourceDefinition" {
             let strategy = m.object.pointer("/spec/conversion/strategy").and_then(serde_json::Value::as_str);
             if let Some(refusal) = hard::crd_conversion(strategy) {

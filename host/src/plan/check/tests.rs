@@ -87,7 +87,7 @@ fn plan(objects: Vec<(Cluster, Value)>, copies: Vec<ObjectCopy>) -> Plan {
 }
 
 fn check(p: &Plan) -> Result<Vec<Manifest>, Error> {
-    check_plan(&descriptor(), &granted(), &context(true), p)
+    check_plan(&descriptor(), &granted(), &context(true), None, p)
 }
 
 fn deployment(name: &str, ns: &str) -> Value {
@@ -162,8 +162,9 @@ fn copies_are_checked_like_objects_and_must_state_a_type() {
 #[test]
 fn unreachable_clusters_are_refused() {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
-    let err = check_plan(&descriptor(), &granted(), &context(false), &plan(vec![(Cluster::ControlPlane, ns)], vec![]))
-        .unwrap_err();
+    let err =
+        check_plan(&descriptor(), &granted(), &context(false), None, &plan(vec![(Cluster::ControlPlane, ns)], vec![]))
+            .unwrap_err();
     assert!(err.to_string().contains("no access"), "{err}");
 }
 
@@ -254,9 +255,9 @@ fn a_crd_in_a_plan_is_never_converted_by_a_webhook() {
             "metadata": {"name": "things.g.example"}, "spec": {"group": "g.example", "conversion": conversion}})
     };
     let plan_with = |conversion| plan(vec![(Cluster::ControlPlane, crd(conversion))], vec![]);
-    assert!(check_plan(&d, &granted, &context(true), &plan_with(json!({"strategy": "None"}))).is_ok());
+    assert!(check_plan(&d, &granted, &context(true), None, &plan_with(json!({"strategy": "None"}))).is_ok());
     let webhook = json!({"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://x"}}});
-    let d2 = denial(check_plan(&d, &granted, &context(true), &plan_with(webhook)).unwrap_err());
+    let d2 = denial(check_plan(&d, &granted, &context(true), None, &plan_with(webhook)).unwrap_err());
     assert_eq!(d2.rule, "no-conversion-webhooks");
 }
 
