@@ -38,6 +38,7 @@
 pub mod access;
 pub mod adopt;
 pub mod apply;
+pub mod budget;
 pub mod clusters;
 mod crds;
 pub mod error;

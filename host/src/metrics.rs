@@ -50,8 +50,23 @@ pub struct PluginLabels {
     pub call: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// The bound the host held an instance to (`budget::Limit`):
+    /// status-size, plan-size, write-rate, message-interval, requeue-floor.
+    pub limit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    /// platform, onboarding, control-plane, workload
+    pub cluster: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
+    limited: Family<LimitLabels, Counter>,
+    written_bytes: Family<ClusterLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     reconciles: Family<ReconcileLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
@@ -89,6 +104,18 @@ impl Metrics {
         );
         let blocker_bytes = Gauge::default();
         registry.register("blocker_watch_bytes", "Bytes of JSON the blocker watches hold", blocker_bytes.clone());
+        let limited = Family::<LimitLabels, Counter>::default();
+        registry.register(
+            "limited",
+            "Times the host cut or held back what a plugin or tenant made it write, by bound (see budget)",
+            limited.clone(),
+        );
+        let written_bytes = Family::<ClusterLabels, Counter>::default();
+        registry.register(
+            "written_bytes",
+            "Bytes of the objects the host wrote for instances (their size as stored), by cluster",
+            written_bytes.clone(),
+        );
         let adopted = Counter::default();
         registry.register(
             "adopted_objects",
@@ -97,6 +124,8 @@ impl Metrics {
         );
         Arc::new(Metrics {
             registry,
+            limited,
+            written_bytes,
             requests,
             reconciles,
             failures,
@@ -157,6 +186,21 @@ impl Metrics {
     pub fn blockers(&self, watches: usize, bytes: usize) {
         self.blocker_watches.set(i64::try_from(watches).unwrap_or(i64::MAX));
         self.blocker_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// One time an instance was held to a bound.
+    pub fn limited(&self, limit: impl LabelValue) {
+        self.limited.get_or_create(&LimitLabels { limit: limit.label() }).inc();
+    }
+
+    /// Times so far an instance was held to `limit`.
+    pub fn limits(&self, limit: impl LabelValue) -> u64 {
+        self.limited.get_or_create(&LimitLabels { limit: limit.label() }).get()
+    }
+
+    /// Bytes written for an instance to `cluster` (a cluster's label).
+    pub fn written(&self, cluster: &'static str, bytes: usize) {
+        self.written_bytes.get_or_create(&ClusterLabels { cluster }).inc_by(bytes as u64);
     }
 
     /// One object taken over (`--adopt-from`).

@@ -67,6 +67,12 @@ pub fn deleted_at_once(answer: &ObjectMeta) -> bool {
     answer.deletion_timestamp.is_none() && answer.finalizers.as_ref().is_none_or(Vec::is_empty)
 }
 
+/// The size of an object the API server answered a write with: its JSON,
+/// `managedFields` included, as etcd stores it (near enough).
+pub fn stored_size(object: &impl serde::Serialize) -> usize {
+    serde_json::to_vec(object).map_or(0, |bytes| bytes.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

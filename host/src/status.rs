@@ -7,6 +7,15 @@
 //! condition's status flips (so an unchanged reconcile produces an identical
 //! status and therefore no write), and keeping conditions the plugin did not
 //! mention. The helpers mirror the openmcp runtime's status helpers.
+//!
+//! What it writes is bounded ([`crate::budget`]): a status is at most
+//! [`MAX_STATUS_BYTES`] (the plugin's messages are cut first), a change of
+//! messages only is written at most every [`budget::MESSAGE_INTERVAL`],
+//! and an instance's writes to the onboarding cluster have a budget. What
+//! was cut or held back is said in the host's own `Limited` condition.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -16,8 +25,10 @@ use serde_json::{Value, json};
 use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ResourceStatus, ServiceStatus};
 use tracing::warn;
 
-use crate::{Error, syntax};
+use crate::budget::{self, Budgets, Limit};
 use crate::error::Input;
+use crate::metrics::Metrics;
+use crate::{Error, syntax};
 
 pub const PHASE_PROGRESSING: &str = "Progressing";
 pub const PHASE_TERMINATING: &str = "Terminating";
@@ -37,6 +48,21 @@ pub const MAX_CONDITIONS: usize = 16;
 /// Longest message the host writes into a condition or a resource entry
 /// (metav1.Condition's limit).
 pub const MAX_MESSAGE: usize = 32 * 1024;
+
+/// The most bytes of status the host writes into a service object (its
+/// JSON): far below etcd's 1.5 MiB per object, and every revision of the
+/// object carries it.
+pub const MAX_STATUS_BYTES: usize = 64 << 10;
+
+/// The host's own condition: what it cut from or held back of what a plugin
+/// (or the tenant's object) made it write. Present only while it does; a
+/// plugin may not report a condition of this type.
+pub const CONDITION_LIMITED: &str = "Limited";
+
+/// What a plugin's messages are cut to, one by one, when a status is too
+/// large: resource entries' first, then conditions'.
+const CUT_RESOURCE_MESSAGE: usize = 256;
+const CUT_CONDITION_MESSAGE: usize = 2 << 10;
 
 /// `status` of a service object as the host reads and writes it. Fields the
 /// host does not know are left alone: the status is written as a merge
@@ -208,6 +234,136 @@ pub fn next(current: Option<&ObjectStatus>, generation: i64, desired: &ServiceSt
     ObjectStatus { observed_generation: generation, phase: desired.phase.clone(), conditions, resources }
 }
 
+/// Cuts `status` to [`MAX_STATUS_BYTES`] (less `room` for what the host
+/// adds): the plugin's resource messages first, then its condition
+/// messages, then resource entries from the end. What was cut, if anything.
+pub fn fit(status: &mut ObjectStatus, room: usize) -> Option<String> {
+    let max = MAX_STATUS_BYTES.saturating_sub(room);
+    let size = |s: &ObjectStatus| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len());
+    let before = size(status);
+    if before <= max {
+        return None;
+    }
+    let cut_resources = |status: &mut ObjectStatus, keep: Option<usize>| {
+        if let Some(list) = status.resources.as_mut().and_then(Value::as_array_mut) {
+            for entry in list.iter_mut() {
+                match keep {
+                    Some(max) => {
+                        if let Some(m) = entry.get("message").and_then(Value::as_str).filter(|m| m.len() > max) {
+                            entry["message"] = json!(truncate(m, max));
+                        }
+                    }
+                    None => {
+                        if let Some(entry) = entry.as_object_mut() {
+                            entry.remove("message");
+                        }
+                    }
+                }
+            }
+        }
+    };
+    cut_resources(status, Some(CUT_RESOURCE_MESSAGE));
+    if size(status) > max {
+        for c in &mut status.conditions {
+            c.message = truncate(&c.message, CUT_CONDITION_MESSAGE);
+        }
+    }
+    if size(status) > max {
+        cut_resources(status, None);
+    }
+    let mut dropped = 0;
+    while size(status) > max {
+        match status.resources.as_mut().and_then(Value::as_array_mut) {
+            Some(list) if !list.is_empty() => {
+                list.pop();
+                dropped += 1;
+            }
+            _ => break,
+        }
+    }
+    let dropped = match dropped {
+        0 => String::new(),
+        n => format!(", and {n} resource entries dropped"),
+    };
+    Some(format!(
+        "the status the plugin reported is {before} bytes, more than the {} KiB the host writes: its messages were cut{dropped}",
+        MAX_STATUS_BYTES >> 10
+    ))
+}
+
+/// Sets the host's [`CONDITION_LIMITED`] condition to what it held back
+/// (`said`, one sentence each), or removes it when it held back nothing.
+/// Its transition time moves only when it appears.
+fn limited(status: &mut ObjectStatus, said: &[String], reason: &str, generation: i64, now: &str) {
+    let since = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_LIMITED && c.status == "True")
+        .map(|c| c.last_transition_time.clone())
+        .filter(|t| !t.is_empty());
+    status.conditions.retain(|c| c.type_ != CONDITION_LIMITED);
+    if said.is_empty() {
+        return;
+    }
+    status.conditions.push(ConditionEntry {
+        type_: CONDITION_LIMITED.to_string(),
+        status: "True".to_string(),
+        observed_generation: generation,
+        last_transition_time: since.unwrap_or_else(|| now.to_string()),
+        reason: reason.to_string(),
+        message: message(&said.join("; ")),
+    });
+}
+
+/// Whether `next` differs from `current` in the plugin's messages only.
+fn only_messages_differ(current: &ObjectStatus, next: &ObjectStatus) -> bool {
+    let blank = |s: &ObjectStatus| {
+        let mut s = s.clone();
+        s.conditions.iter_mut().for_each(|c| c.message.clear());
+        if let Some(list) = s.resources.as_mut().and_then(Value::as_array_mut) {
+            for entry in list.iter_mut().filter_map(Value::as_object_mut) {
+                entry.remove("message");
+            }
+        }
+        s
+    };
+    current != next && blank(current) == blank(next)
+}
+
+/// What the host held back of an instance's writes this round, besides
+/// what the status writer cuts itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Its writes to this cluster wait until its budget refills.
+    Writes { cluster: service_provider_sdk::contract::Cluster, wait: Duration },
+}
+
+impl std::fmt::Display for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Held::Writes { cluster, .. } => {
+                let rate = budget::rate(*cluster);
+                write!(
+                    f,
+                    "the plan's writes to the {cluster} cluster wait: the host writes at most {} KiB per minute for an instance there, and this one wrote more",
+                    rate.per_minute >> 10
+                )
+            }
+        }
+    }
+}
+
+/// What writing a status came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wrote {
+    /// It was as wanted already: no request.
+    Unchanged,
+    Written,
+    /// Not written now (only messages changed since a moment ago, or the
+    /// instance's onboarding budget is spent): look again after this.
+    Held(Duration),
+}
+
 /// Writes service-object status and records Events, on the onboarding
 /// cluster.
 pub struct StatusWriter {
@@ -219,6 +375,9 @@ pub struct StatusWriter {
     /// count, keeping its note), so a new Ready message would never be
     /// seen. The writer publishes only on changes, so nothing floods.
     pub reporter: Reporter,
+    /// What each instance may still write ([`crate::budget`]).
+    pub budgets: Arc<Budgets>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// What a status says happened: the kind of Event a change of it records.
@@ -233,24 +392,68 @@ pub enum Severity {
 impl StatusWriter {
     /// Writes the status if it changed, and records an Event when the phase
     /// or the `Ready` condition changed. Unchanged status: no request at all.
-    #[tracing::instrument(level = "debug", name = "status", skip_all)]
     pub async fn write(
         &self,
         object: &DynamicObject,
         desired: &ServiceStatus,
         severity: Severity,
-    ) -> Result<(), Error> {
+    ) -> Result<Wrote, Error> {
+        self.write_held(object, desired, severity, None).await
+    }
+
+    /// Like [`Self::write`], saying in the `Limited` condition what else the
+    /// host held back this round (`held`).
+    #[tracing::instrument(level = "debug", name = "status", skip_all)]
+    pub async fn write_held(
+        &self,
+        object: &DynamicObject,
+        desired: &ServiceStatus,
+        severity: Severity,
+        held: Option<Held>,
+    ) -> Result<Wrote, Error> {
         let current = ObjectStatus::of(object);
-        let next = next(current.as_ref(), object.metadata.generation.unwrap_or(0), desired, &now());
-        if current.as_ref() == Some(&next) {
-            return Ok(());
+        let (generation, now) = (object.metadata.generation.unwrap_or(0), now());
+        let mut next = next(current.as_ref(), generation, desired, &now);
+        let mut said: Vec<String> = held.iter().map(ToString::to_string).collect();
+        let reason = match held {
+            Some(Held::Writes { .. }) => "WriteBudget",
+            None => "StatusTooLarge",
+        };
+        // Room for the Limited condition the cut itself adds.
+        if let Some(cut) = fit(&mut next, 2 << 10) {
+            self.metrics.limited(Limit::StatusSize);
+            said.push(cut);
         }
-        let name = object.name_any();
-        let namespace = object.namespace().unwrap_or_default();
-        let api: Api<DynamicObject> = Api::namespaced_with(self.onboarding.clone(), &namespace, &self.service);
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": next}))).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(()),
+        limited(&mut next, &said, reason, generation, &now);
+        if current.as_ref() == Some(&next) {
+            return Ok(Wrote::Unchanged);
+        }
+        let key = (object.namespace().unwrap_or_default(), object.name_any());
+        if let Some(current) = &current
+            && only_messages_differ(current, &next)
+            && let Some(wait) = self
+                .budgets
+                .since_status(&key)
+                .and_then(|since| budget::MESSAGE_INTERVAL.checked_sub(since))
+                .filter(|wait| !wait.is_zero())
+        {
+            self.metrics.limited(Limit::MessageInterval);
+            return Ok(Wrote::Held(wait));
+        }
+        if let Some(wait) = self.budgets.wait(&key, service_provider_sdk::contract::Cluster::Onboarding) {
+            self.metrics.limited(Limit::WriteRate);
+            return Ok(Wrote::Held(wait));
+        }
+        let (namespace, name) = (&key.0, &key.1);
+        let api: Api<DynamicObject> = Api::namespaced_with(self.onboarding.clone(), namespace, &self.service);
+        match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": next}))).await {
+            Ok(written) => {
+                let bytes = crate::resource::stored_size(&written);
+                self.budgets.spend(&key, service_provider_sdk::contract::Cluster::Onboarding, bytes);
+                self.budgets.status_written(&key);
+                self.metrics.written("onboarding", bytes);
+            }
+            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(Wrote::Unchanged),
             Err(e) => return Err(Error::kube(format!("writing the status of {namespace}/{name}"), e)),
         }
         let ready =
@@ -264,7 +467,7 @@ impl StatusWriter {
             };
             self.publish(object, type_, reason, &message, "Reconcile").await;
         }
-        Ok(())
+        Ok(Wrote::Written)
     }
 
     /// Records what a take-over (`--adopt-from`) did: `Adopted`, `Retired`.
@@ -277,8 +480,14 @@ impl StatusWriter {
         let note = Some(truncate(&syntax::flat(note), MAX_NOTE));
         let event = Event { type_, reason, note, action: action.into(), secondary: None };
         let recorder = Recorder::new(self.onboarding.clone(), self.reporter.clone());
-        if let Err(e) = recorder.publish(&event, &object.object_ref(&self.service)).await {
-            warn!(error = %e, "could not record an Event");
+        match recorder.publish(&event, &object.object_ref(&self.service)).await {
+            Ok(()) => {
+                let key = (object.namespace().unwrap_or_default(), object.name_any());
+                let cluster = service_provider_sdk::contract::Cluster::Onboarding;
+                self.budgets.spend(&key, cluster, budget::EVENT_BYTES);
+                self.metrics.written("onboarding", budget::EVENT_BYTES);
+            }
+            Err(e) => warn!(error = %e, "could not record an Event"),
         }
     }
 }

@@ -204,7 +204,7 @@ impl CopyJob<'_> {
             ..Default::default()
         };
         let live = match self.existing(&api, copy, &desired).await? {
-            Existing::Created => return Ok(Change::Written),
+            Existing::Created { bytes } => return Ok(Change::Written { bytes }),
             Existing::Live(live) => live,
         };
         let holder = self.holder(copy, &live.metadata)?;
@@ -225,8 +225,8 @@ impl CopyJob<'_> {
                 .await
                 .map_err(|e| Error::kube(format!("replacing {place}"), e))?;
             return match super::create_or_read(&api, &copy.target_name, &desired, self.field_manager, &place).await? {
-                None => Ok(Change::Written),
-                Some(_) => Err(Error::NotYet {
+                Existing::Created { bytes } => Ok(Change::Written { bytes }),
+                Existing::Live(_) => Err(Error::NotYet {
                     reason: format!("{place} is being replaced"),
                     retry_after: Duration::from_secs(1),
                 }),
@@ -254,7 +254,7 @@ impl CopyJob<'_> {
             ..Default::default()
         };
         let live = match self.existing(&api, copy, &desired).await? {
-            Existing::Created => return Ok(Change::Written),
+            Existing::Created { bytes } => return Ok(Change::Written { bytes }),
             Existing::Live(live) => live,
         };
         let holder = self.holder(copy, &live.metadata)?;
@@ -282,12 +282,14 @@ impl CopyJob<'_> {
         let place = Self::place(copy);
         let body = serde_json::to_value(desired).map_err(|e| Error::json(format!("building {place}"), e))?;
         let body = super::on_the_one_seen(body, seen);
-        api.patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&body))
+        let written = api
+            .patch(&copy.target_name, &PatchParams::apply(self.field_manager).force(), &Patch::Apply(&body))
             .await
             .map_err(|e| Error::kube(format!("writing {place}"), e))?;
+        let bytes = super::stored_size(&written);
         Ok(match holder {
-            Holder::Adopted(by) => Change::Adopted(place, by),
-            _ => Change::Written,
+            Holder::Adopted(by) => Change::Adopted { place, by, bytes },
+            _ => Change::Written { bytes },
         })
     }
 }

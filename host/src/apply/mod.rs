@@ -38,15 +38,35 @@ pub use copy::{CopyJob, Sources};
 pub use prune::{Scope, prune};
 
 pub use crate::stores::Lookup;
-
 /// What applying did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Unchanged,
-    Written,
-    /// Taken over (`--adopt-from`), now with our labels: (where; from which field manager).
-    Adopted(String, String),
+    /// Written: `bytes` is the size of the object as the API server stored
+    /// it (what the write cost its etcd, near enough).
+    Written {
+        bytes: usize,
+    },
+    /// Taken over (`--adopt-from`), now with our labels: where, from which
+    /// field manager, and the size written.
+    Adopted {
+        place: String,
+        by: String,
+        bytes: usize,
+    },
 }
+
+impl Change {
+    /// The bytes written (0 when nothing was).
+    pub fn bytes(&self) -> usize {
+        match self {
+            Change::Unchanged => 0,
+            Change::Written { bytes } | Change::Adopted { bytes, .. } => *bytes,
+        }
+    }
+}
+
+pub use crate::resource::stored_size;
 
 /// Whether every field of `want` is in `have` with the same value. Lists must
 /// match element by element; extra fields in `have` (server defaults, status,
@@ -111,25 +131,30 @@ fn shared_place(manifest: &Manifest) -> bool {
 /// SDK's create-only server-side apply uses the same precondition.)
 const NEVER_STORED: &str = "1";
 
-/// Server-side applies `body` only if nothing of its name exists yet;
-/// `false` when something does.
-async fn create_only<K>(api: &Api<K>, name: &str, mut body: Value, field_manager: &str) -> Result<bool, kube::Error>
+/// Server-side applies `body` only if nothing of its name exists yet: the
+/// size of what was created, or `None` when something is there.
+async fn create_only<K>(
+    api: &Api<K>,
+    name: &str,
+    mut body: Value,
+    field_manager: &str,
+) -> Result<Option<usize>, kube::Error>
 where
-    K: Clone + DeserializeOwned + Debug,
+    K: Clone + DeserializeOwned + Debug + Serialize,
 {
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), json!(NEVER_STORED));
     }
     match api.patch(name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&body)).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_conflict() || s.is_already_exists() => Ok(false),
+        Ok(created) => Ok(Some(stored_size(&created))),
+        Err(kube::Error::Api(s)) if s.is_conflict() || s.is_already_exists() => Ok(None),
         Err(e) => Err(e),
     }
 }
 
 /// Creates `desired` where nothing of ours was found, without reading
-/// first and without ever writing over what is there ([`create_only`]).
-/// `None` once created; else what is there after all (ours, not yet in a
+/// first and without ever writing over what is there ([`create_only`]):
+/// [`Existing::Created`], or what is there after all (ours, not yet in a
 /// store, or someone else's), for the caller to judge as if it had read it.
 /// One request where reading first would take two.
 pub(crate) async fn create_or_read<K>(
@@ -138,16 +163,17 @@ pub(crate) async fn create_or_read<K>(
     desired: &impl Serialize,
     field_manager: &str,
     place: &str,
-) -> Result<Option<K>, Error>
+) -> Result<Existing<K>, Error>
 where
-    K: Clone + DeserializeOwned + Debug,
+    K: Clone + DeserializeOwned + Debug + Serialize,
 {
     let body = serde_json::to_value(desired).map_err(|e| Error::json(format!("building {place}"), e))?;
-    if create_only(api, name, body, field_manager).await.map_err(|e| Error::kube(format!("creating {place}"), e))? {
-        return Ok(None);
+    let created = create_only(api, name, body, field_manager).await;
+    if let Some(bytes) = created.map_err(|e| Error::kube(format!("creating {place}"), e))? {
+        return Ok(Existing::Created { bytes });
     }
     match api.get_opt(name).await.map_err(|e| Error::kube(format!("reading {place}"), e))? {
-        Some(live) => Ok(Some(live)),
+        Some(live) => Ok(Existing::Live(live)),
         // Gone again in between (or a 409 of another kind): try again
         // later, never write without the precondition.
         None => Err(Error::NotYet {
@@ -159,8 +185,8 @@ where
 
 /// What is at an object's place once [`existing`] has looked.
 pub(crate) enum Existing<K> {
-    /// Nothing was: the desired object was just created.
-    Created,
+    /// Nothing was: the desired object was just created, this big.
+    Created { bytes: usize },
     /// What is there: ours or not, the caller judges.
     Live(K),
 }
@@ -179,7 +205,7 @@ pub(crate) async fn existing<K>(
     place: &str,
 ) -> Result<Existing<K>, Error>
 where
-    K: Clone + DeserializeOwned + Debug,
+    K: Clone + DeserializeOwned + Debug + Serialize,
 {
     let live = match cached {
         Lookup::Found(live) => Some(typed(&live)?),
@@ -189,10 +215,7 @@ where
     if let Some(live) = live {
         return Ok(Existing::Live(live));
     }
-    Ok(match create_or_read(api, name, desired, field_manager, place).await? {
-        None => Existing::Created,
-        Some(live) => Existing::Live(live),
-    })
+    create_or_read(api, name, desired, field_manager, place).await
 }
 
 /// `body` (an object as applied) with the uid of the object the host
@@ -233,7 +256,7 @@ pub async fn apply(
     };
     let place = format!("{} on the {} cluster", what(), manifest.cluster);
     let live = match existing(&api, &manifest.name, cached, |o| Ok(o.clone()), &desired, field_manager, &place).await? {
-        Existing::Created => return Ok(Change::Written),
+        Existing::Created { bytes } => return Ok(Change::Written { bytes }),
         Existing::Live(live) => live,
     };
     // Only what this instance created is updated, and what the operator
@@ -252,10 +275,15 @@ pub async fn apply(
         return Ok(Change::Unchanged);
     }
     let body = on_the_one_seen(desired, &seen);
-    api.patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&body))
+    let written = api
+        .patch(&manifest.name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&body))
         .await
         .map_err(|e| Error::kube(format!("applying {place}"), e))?;
-    Ok(adopted.map_or(Change::Written, |by| Change::Adopted(place, by)))
+    let bytes = stored_size(&written);
+    Ok(match adopted {
+        Some(by) => Change::Adopted { place, by, bytes },
+        None => Change::Written { bytes },
+    })
 }
 
 /// Deletion of exactly the object whose metadata the host checked (its

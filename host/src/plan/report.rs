@@ -9,7 +9,7 @@
 
 use service_provider_sdk::contract::{ResourceStatus, ServiceStatus};
 
-use crate::status::MAX_CONDITIONS;
+use crate::status::{CONDITION_LIMITED, MAX_CONDITIONS};
 use crate::syntax;
 
 /// The most entries of `status.resources` (a plan has at most 256 objects,
@@ -30,6 +30,9 @@ pub fn status(status: &ServiceStatus) -> Result<(), String> {
     for (i, c) in status.conditions.iter().enumerate() {
         if !syntax::qualified_name(&c.type_) {
             return Err(format!("status.conditions[{i}].type {:?} is not a condition type", clip(&c.type_)));
+        }
+        if c.type_ == CONDITION_LIMITED {
+            return Err(format!("status.conditions[{i}].type {CONDITION_LIMITED:?} is the host's own condition"));
         }
         if status.conditions[..i].iter().any(|earlier| earlier.type_ == c.type_) {
             return Err(format!("status.conditions[{i}].type {:?} is named twice", c.type_));
@@ -142,6 +145,7 @@ mod tests {
             ),
             (report(vec![condition("Ready", "Fine. Really")], None), "conditions[0].reason \"Fine. Really\""),
             (report(vec![condition("Ready", "")], None), "conditions[0].reason \"\""),
+            (report(vec![condition("Limited", "Nothing")], None), "\"Limited\" is the host's own condition"),
             (report(vec![], Some(vec![resource("a/b")])), "resources[0].name \"a/b\""),
             (report(vec![], Some(vec![resource(&"n".repeat(254))])), "resources[0].name"),
             (

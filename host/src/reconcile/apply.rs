@@ -12,14 +12,14 @@ use tracing::info;
 
 use super::access::{Obtained, check_kinds, client_for, instance_access, obtain};
 use super::context::Memo;
-use super::{Context, DEFAULT_POLL, InstanceKey, Outcome, WAIT, key_of, requeue, timed};
+use super::{Context, DEFAULT_POLL, InstanceKey, Outcome, WAIT, key_of, timed};
 use crate::access::Target;
 use crate::apply::{self, Change, CopyJob, Scope, Sources};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plan::{self, CheckedPlan, Step};
 use crate::stores::Lookup;
-use crate::{Error, crds, gather, status};
+use crate::{Error, budget, crds, gather, status};
 
 /// Reconciles a live instance. Failures are recorded in its status; those
 /// only a person can fix requeue at the poll interval, the others go on to
@@ -68,8 +68,9 @@ async fn apply_with_config(
     let plan = match timed(ctx, plan::Call::Plan, plan::reconcile(&ctx.planner, &input)).await? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
-            ctx.status.write(object, &status::reconcile_error(&i.message), status::Severity::Warning).await?;
-            return Ok((Outcome::InvalidInput, requeue(i.requeue_after_seconds)));
+            let wrote =
+                ctx.status.write(object, &status::reconcile_error(&i.message), status::Severity::Warning).await?;
+            return Ok((Outcome::InvalidInput, next_look(ctx, i.requeue_after_seconds, wrote)));
         }
         Err(PlanError::Transient(message)) => {
             return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message });
@@ -79,6 +80,15 @@ async fn apply_with_config(
     // missing, creating that Secret must re-trigger this instance.
     ctx.instances
         .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
+    if let Some(held) = budget_spent(ctx, &key, &plan) {
+        let wrote = ctx.status.write_held(object, &plan.status, status::Severity::Normal, Some(held)).await?;
+        let status::Held::Writes { wait, .. } = held;
+        let wait = match wrote {
+            status::Wrote::Held(status_wait) => wait.min(status_wait),
+            _ => wait,
+        };
+        return Ok((Outcome::Limited, Action::requeue(wait)));
+    }
     let Written { writes, adopted, retired } = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
     report_adopted(ctx, object, &adopted).await;
     report_retired(ctx, object, &retired).await;
@@ -86,8 +96,42 @@ async fn apply_with_config(
     if writes + pruned > 0 {
         info!(writes, pruned, "applied");
     }
-    ctx.status.write(object, &plan.status, status::Severity::Normal).await?;
-    Ok((Outcome::Applied, requeue(plan.requeue_after_seconds)))
+    let wrote = ctx.status.write(object, &plan.status, status::Severity::Normal).await?;
+    Ok((Outcome::Applied, next_look(ctx, plan.requeue_after_seconds, wrote)))
+}
+
+/// When to look again: the plugin's requeue (at least the floor), or
+/// sooner where the status could not be written yet.
+fn next_look(ctx: &Context, requeue_after_seconds: u32, wrote: status::Wrote) -> Action {
+    let (asked, raised) = budget::requeue(requeue_after_seconds);
+    if raised {
+        ctx.metrics.limited(budget::Limit::RequeueFloor);
+    }
+    match (asked, wrote) {
+        (Some(asked), status::Wrote::Held(wait)) => Action::requeue(asked.min(wait)),
+        (None, status::Wrote::Held(wait)) => Action::requeue(wait),
+        (Some(asked), _) => Action::requeue(asked),
+        (None, _) => Action::await_change(),
+    }
+}
+
+/// Whether the instance's writes must wait: its budget for a cluster its
+/// plan writes to is spent ([`crate::budget`]). Then nothing of the plan
+/// is written this round, and the status says why.
+fn budget_spent(ctx: &Context, key: &InstanceKey, plan: &CheckedPlan) -> Option<status::Held> {
+    let clusters = plan.manifests.iter().map(|m| m.cluster).chain(plan.copies.iter().map(|c| c.target_cluster));
+    let mut seen = Vec::new();
+    for cluster in clusters {
+        if seen.contains(&cluster) {
+            continue;
+        }
+        seen.push(cluster);
+        if let Some(wait) = ctx.budgets.wait(key, cluster) {
+            ctx.metrics.limited(budget::Limit::WriteRate);
+            return Some(status::Held::Writes { cluster, wait });
+        }
+    }
+    None
 }
 
 /// The kubeconfigs granted for the instance's tenant clusters.
@@ -272,19 +316,18 @@ async fn write(
                     },
                 };
                 let change = apply::apply(client, m, cached, &owner, &ctx.field_manager, &ctx.adoption).await?;
-                if let Change::Adopted(place, by) = &change {
-                    adopted.push((place.clone(), by.clone()));
-                }
+                spent(ctx, &key, m.cluster, &change);
                 change
             }
             Step::Copy(copy) => {
                 let change = job(copy).copy(copy).await?;
-                if let Change::Adopted(place, by) = &change {
-                    adopted.push((place.clone(), by.clone()));
-                }
+                spent(ctx, &key, copy.target_cluster, &change);
                 change
             }
         };
+        if let Change::Adopted { place, by, .. } = &change {
+            adopted.push((place.clone(), by.clone()));
+        }
         if let Some((memo, digest)) = unwatched {
             ctx.instances.set_verified_as(&key, memo, Some(digest));
         }
@@ -296,6 +339,15 @@ async fn write(
         retired.extend(job(copy).retire_predecessor(copy).await?);
     }
     Ok(Written { writes, adopted, retired })
+}
+
+/// Counts what a step wrote against the instance's budget for its cluster.
+fn spent(ctx: &Context, key: &InstanceKey, cluster: Cluster, change: &Change) {
+    let bytes = change.bytes();
+    ctx.budgets.spend(key, cluster, bytes);
+    if bytes > 0 {
+        ctx.metrics.written(cluster.as_str(), bytes);
+    }
 }
 
 /// For a step on a cluster the host does not watch (a ControlPlane, a

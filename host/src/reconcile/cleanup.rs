@@ -85,6 +85,7 @@ async fn cleanup_steps(
     held.revoke_all(ctx).await?;
     held.forget_clients(ctx);
     ctx.instances.forget(&key);
+    ctx.budgets.forget(&key);
     info!("cleanup complete");
     Ok(())
 }
@@ -239,7 +240,10 @@ async fn wait_for_blockers(
     ctx.blockers.keep(key, wanted);
     let desired = ServiceStatus { resources: blocked.resources, ..status::terminating(&blocked.message) };
     ctx.status.write(object, &desired, status::Severity::Normal).await?;
-    Err(not_yet(blocked.message, Duration::from_secs(u64::from(blocked.requeue_after_seconds.max(1)))))
+    // At least the floor a plan's requeue has (a watch wakes the instance
+    // sooner where it can).
+    let after = Duration::from_secs(u64::from(blocked.requeue_after_seconds)).max(crate::budget::REQUEUE_FLOOR);
+    Err(not_yet(blocked.message, after))
 }
 
 /// What one round found gone is not looked at again in the next (for a

@@ -11,6 +11,7 @@ use kube::runtime::events::Reporter;
 use service_provider_sdk::contract::{Cluster, Descriptor};
 
 use crate::adopt::Adoption;
+use crate::budget::Budgets;
 use crate::clusters::ClientCache;
 use crate::grant::Effective;
 use crate::metrics::Metrics;
@@ -36,6 +37,9 @@ pub struct Context {
     pub(crate) platform: Client,
     pub(crate) onboarding: Client,
     pub(crate) status: StatusWriter,
+    /// What each instance may still write ([`crate::budget`]); the status
+    /// writer holds the same.
+    pub(crate) budgets: Arc<Budgets>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) service: ApiResource,
     pub(crate) provider_config: ApiResource,
@@ -86,9 +90,17 @@ impl Context {
         let service = resource::of_kind(&d.service);
         let provider_config = resource::of_kind(&d.provider_config);
         let blockers = Blockers::new(planner.plugin.input_limit());
+        let budgets = Arc::new(Budgets::default());
         Context {
             field_manager: format!("service-provider-host/{provider_name}"),
-            status: StatusWriter { onboarding: onboarding.clone(), service: service.clone(), reporter },
+            status: StatusWriter {
+                onboarding: onboarding.clone(),
+                service: service.clone(),
+                reporter,
+                budgets: budgets.clone(),
+                metrics: metrics.clone(),
+            },
+            budgets,
             planner,
             provider_name,
             pod_namespace,

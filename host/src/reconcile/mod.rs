@@ -57,6 +57,9 @@ pub enum Outcome {
     Waiting,
     /// The plan was applied.
     Applied,
+    /// The plan's writes wait for the instance's write budget
+    /// ([`crate::budget`]); the status says so.
+    Limited,
     /// Something only a person can fix; shown in the status.
     InvalidInput,
     /// Deletion finished; the finalizer is gone.
@@ -79,6 +82,7 @@ impl LabelValue for Ended {
             Ended::Done(Outcome::FinalizerAdded) => "finalizer",
             Ended::Done(Outcome::Waiting) => "waiting",
             Ended::Done(Outcome::Applied) => "applied",
+            Ended::Done(Outcome::Limited) => "limited",
             Ended::Done(Outcome::InvalidInput) => "invalid-input",
             Ended::Done(Outcome::Deleted) => "deleted",
             Ended::Deleting => "deleting",
@@ -239,11 +243,6 @@ async fn timed<R>(ctx: &Context, call: plan::Call, future: impl Future<Output = 
     let result = future.instrument(tracing::debug_span!("plugin", call = call.label())).await;
     ctx.metrics.plugin_call(call, started.elapsed());
     result
-}
-
-/// The requeue a plugin asked for (`0`: only on changes).
-fn requeue(seconds: u32) -> Action {
-    if seconds == 0 { Action::await_change() } else { Action::requeue(Duration::from_secs(u64::from(seconds))) }
 }
 
 fn not_yet(reason: String, retry_after: Duration) -> Error {

@@ -136,6 +136,13 @@ pub fn manifest(descriptor: &Descriptor, cluster: Cluster, text: &str) -> Result
     validate::manifest(cluster, text).map_err(|reason| invalid(descriptor, reason))
 }
 
+/// The most bytes of desired objects one plan may hold, all together.
+/// Each is written where every tenant's objects are (a HelmRelease's
+/// `values` on the platform cluster's etcd), so a plan may not be a
+/// megabyte write that changes on every call; etcd's own limit for one
+/// object is 1.5 MiB.
+pub const MAX_PLAN_OBJECT_BYTES: usize = 1 << 20;
+
 /// Checks every object and copy of a plan; returns the objects parsed, each
 /// with the REST plural of the capability that allows it. The
 /// ProviderConfig is what `{providerConfigURLs}` of the grant stands for.
@@ -147,6 +154,13 @@ pub fn check_plan(
     plan: &Plan,
 ) -> Result<Vec<Manifest>, Error> {
     report::status(&plan.status).map_err(|reason| invalid(descriptor, reason))?;
+    let bytes: usize = plan.objects.iter().map(|o| o.manifest.len()).sum();
+    if bytes > MAX_PLAN_OBJECT_BYTES {
+        return Err(invalid(
+            descriptor,
+            format!("its objects come to {bytes} bytes, more than the limit of {MAX_PLAN_OBJECT_BYTES} bytes per plan"),
+        ));
+    }
     let mut manifests =
         plan.objects.iter().map(|o| manifest(descriptor, o.cluster, &o.manifest)).collect::<Result<Vec<_>, _>>()?;
     let objects = manifests.iter().map(|m| Sibling {
