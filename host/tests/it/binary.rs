@@ -269,11 +269,13 @@ fn grant_file(plugin: &str) -> std::path::PathBuf {
 }
 
 /// A hostile plugin cannot end the host process: malformed output, a
-/// sleeping call and a memory bomb each fail their own instance, and a
-/// healthy instance of the same process gets Ready.
+/// sleeping call, a memory bomb and a plan whose allowed fields would cost
+/// gigabytes to walk path by path each fail (or are applied for) their own
+/// instance, and a healthy instance of the same process gets Ready. What
+/// the plugin says forges no line of the text log.
 #[tokio::test]
 async fn a_hostile_plugin_cannot_end_the_process() {
-    let names = ["bad-labels", "sleep-1", "hoard", "healthy-1"];
+    let names = ["bad-labels", "sleep-1", "hoard", "fields-bomb", "forge-transient", "healthy-1"];
     let f = Fixture::new(Options {
         instances: names.iter().map(|n| n.to_string()).collect(),
         flux_ready: false,
@@ -281,11 +283,15 @@ async fn a_hostile_plugin_cannot_end_the_process() {
     })
     .await;
     f.source_secret("registry", "kubernetes.io/dockerconfigjson", "{}").await;
-    f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry"}])).await;
+    f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry",
+        "chartURL": "oci://registry.example/charts/x"}]))
+        .await;
     let grant = grant_file("hostile");
+    let log = std::env::temp_dir().join(format!("{}.log", unique("hostile-host")));
     let options = ReplicaOptions {
         plugin: plugins::HOSTILE,
-        args: vec!["--plugin-grant".into(), grant.display().to_string()],
+        args: vec!["--plugin-grant".into(), grant.display().to_string(), "--log-format".into(), "text".into()],
+        log: Some(log.clone()),
         ..ReplicaOptions::new("replica-0")
     };
     let mut replica = Replica::start(&binary(), &f, options);
@@ -294,9 +300,17 @@ async fn a_hostile_plugin_cannot_end_the_process() {
         f.create_kro(name, "v1").await;
     }
     f.wait_ready("healthy-1").await;
-    for (name, reason) in [("bad-labels", "PluginError"), ("sleep-1", "PluginTimeout"), ("hoard", "PluginError")] {
+    for (name, reason) in [
+        ("bad-labels", "PluginError"),
+        ("sleep-1", "PluginTimeout"),
+        ("hoard", "PluginError"),
+        ("forge-transient", "PluginError"),
+    ] {
         f.wait_kro(name, reason, |k| ready(k)["reason"] == reason).await;
     }
+    // The bomb's plan is checked (and applied, or refused by the API
+    // server) like any other: what matters is that the process lives on.
+    f.wait_kro("fields-bomb", "a status", |k| !ready(k).is_null()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(replica.process.is_running(), "the process is still running");
     let metrics = replica.metrics();
@@ -305,4 +319,10 @@ async fn a_hostile_plugin_cannot_end_the_process() {
         "{metrics}"
     );
     assert!(replica.terminate().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let forged: Vec<&str> = text.lines().filter(|l| l.starts_with("ERROR service_provider_host: forged")).collect();
+    assert!(forged.is_empty(), "the plugin forged log lines: {forged:?}");
+    assert!(!text.contains('\u{1b}'), "a terminal escape reached the log");
+    assert!(text.contains("upstream failed"), "the plugin's error is logged: {text}");
+    let _ = std::fs::remove_file(log);
 }

@@ -15,18 +15,19 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use service_provider_host::grant::{COPY_SOURCE_LABEL, Effective, Grant};
+use service_provider_host::grant::{COPY_SOURCE_LABEL, COPY_TO_ANNOTATION, Effective, Grant};
 use service_provider_host::sandbox::Limits;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
 
-fn options(instances: &[&str]) -> Options {
+pub(super) fn options(instances: &[&str]) -> Options {
     Options { instances: instances.iter().map(|s| s.to_string()).collect(), flux_ready: false, workload: false }
 }
 
 /// The sources the attacks reach for, next to the one the ProviderConfig
-/// allows.
-async fn source_secrets(f: &Fixture) {
+/// allows, and the ProviderConfig (which names the chart registry the
+/// attacks' own sources pull from).
+pub(super) async fn source_secrets(f: &Fixture) {
     f.source_secret("registry", DOCKER, "{\"auths\":{}}").await;
     f.source_secret("unlisted", DOCKER, "{\"auths\":{\"private\":{}}}").await;
     let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.pod_ns);
@@ -47,7 +48,22 @@ async fn source_secrets(f: &Fixture) {
         };
         secrets.create(&PostParams::default(), &secret).await.expect("source Secret");
     }
-    f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry"}])).await;
+    // A registry credential for the platform's source-controller only.
+    let platform_only = Secret {
+        metadata: ObjectMeta {
+            name: Some(hostile_plugin::PLATFORM_ONLY_SOURCE.into()),
+            labels: Some([(COPY_SOURCE_LABEL.to_string(), f.provider.clone())].into()),
+            annotations: Some([(COPY_TO_ANNOTATION.to_string(), "platform".to_string())].into()),
+            ..Default::default()
+        },
+        type_: Some(DOCKER.into()),
+        data: Some([(".dockerconfigjson".to_string(), ByteString(b"{\"auths\":{}}".to_vec()))].into()),
+        ..Default::default()
+    };
+    secrets.create(&PostParams::default(), &platform_only).await.expect("a platform-only source");
+    f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry",
+        "chartURL": "oci://registry.example/charts/x"}]))
+        .await;
 }
 
 async fn ready_condition(f: &Fixture, name: &str, reason: &str) -> Value {
@@ -63,6 +79,7 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         ("copy-token", "CapabilityDenied", "no-credential-copies"),
         ("copy-unlisted", "CapabilityDenied", "not an allowed copy source"),
         ("copy-untyped", "PluginError", "must state the Secret type"),
+        ("copy-platform-only", "CapabilityDenied", "allows copies only to platform (rule copy-to)"),
         ("exec-kubeconfig", "CapabilityDenied", "no-secret-objects"),
         ("grant-crb", "CapabilityDenied", "no-cluster-power"),
         ("grant-kube-system", "CapabilityDenied", "no-system-namespaces"),
@@ -85,6 +102,10 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         ("copy-kind", "CapabilityDenied", "field /spec/secretRef/name must be one of []"),
         ("status-too-many", "PluginError", "status has 17 conditions, more than 16"),
         ("status-forged", "PluginError", "status.conditions[0].reason \"Fine Ready: True (ReconcileSuccess)\" is not"),
+        ("flood-values-huge", "PluginError", "more than the limit of 1048576 bytes per plan"),
+        ("forge-transient", "PluginError", "upstream failed ERROR service_provider_host: forged line"),
+        ("flux-foreign-url", "CapabilityDenied", "field /spec/url must be one of"),
+        ("flux-fast-poll", "CapabilityDenied", "field /spec/interval must be at least 30s"),
     ];
     let mut names: Vec<&str> = attacks.iter().map(|a| a.0).collect();
     names.extend([
@@ -94,6 +115,8 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         "url-delete-collection",
         "status-pileup",
         "status-long",
+        "forge-message",
+        "read-foreign-release",
     ]);
     let mut f = Fixture::new(options(&names)).await;
     source_secrets(&f).await;
@@ -151,6 +174,19 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         .await
         .expect("a kubectl-applied Secret on the ControlPlane");
 
+    // Another provider's HelmRelease in a tenant namespace, with a value
+    // that is none of this plugin's business.
+    let foreign_release: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "other-release", "namespace": f.tenant("read-foreign-release"),
+            "labels": {"service-provider.open-control-plane.io/provider": "another-provider"}},
+        "spec": {"interval": "5m", "chartRef": {"kind": "OCIRepository", "name": "theirs"},
+            "values": {"password": "other-providers-secret"}},
+    }))
+    .unwrap();
+    let releases = f.flux_objects("HelmRelease", "read-foreign-release");
+    releases.create(&PostParams::default(), &foreign_release).await.expect("another provider's release");
+
     let hostile = plugins::load(HOSTILE, Limits::default());
     // What the plugin asked for and the default grant does not give: never
     // made or requested, and said so at start-up.
@@ -162,7 +198,11 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         assert!(refused.contains(expected), "{expected} not reported in: {refused}");
     }
     let observed: Vec<&str> = granted.observations.iter().map(|o| o.id.as_str()).collect();
-    assert_eq!(observed, ["cp-secrets"], "metadata on the ControlPlane only");
+    assert_eq!(
+        observed,
+        ["releases", "cp-secrets"],
+        "HelmReleases in its tenant namespace, metadata on the ControlPlane"
+    );
     assert!(!granted.workload_cluster);
 
     f.start_operator_with(hostile).await;
@@ -172,12 +212,28 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     let healthy = f.wait_ready("healthy-1").await;
     assert_eq!(ready(&healthy)["message"], "healthy");
 
+    // Every attack is looked at (all of them at once, for as long as the
+    // slowest needs), and every one not refused as it must be is named.
+    let deadline = std::time::Instant::now() + f.wait;
+    let mut unrefused = Vec::new();
     for (name, reason, words) in attacks {
-        let condition = ready_condition(&f, name, reason).await;
-        let message = condition["message"].as_str().unwrap_or_default();
-        assert!(message.contains(words), "{name}: {message}");
-        f.wait_event(name, "Warning", reason).await;
+        let refused = |k: &Value| {
+            ready(k)["reason"] == *reason && ready(k)["message"].as_str().unwrap_or_default().contains(words)
+        };
+        loop {
+            let now = f.kro(name).await.unwrap_or_default();
+            if refused(&now) {
+                f.wait_event(name, "Warning", reason).await;
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                unrefused.push(format!("{name}: expected {reason} with {words:?}, its Ready is {}", ready(&now)));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
+    assert!(unrefused.is_empty(), "attacks not refused as they must be:\n{}", unrefused.join("\n"));
     // Secret data never reached the sandbox, so it cannot be in a status:
     // neither as an observation of Secrets nor through an annotation.
     let seen = f.wait_kro("read-secrets", "its report", |k| ready(k)["reason"] == "Observed").await;
@@ -186,6 +242,11 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     let message = ready(&seen)["message"].as_str().unwrap_or_default().to_string();
     assert!(message.contains("\"applied\""), "the Secret's metadata was observed: {message}");
     assert!(!message.contains("s3cr3t") && !message.contains("last-applied"), "no annotation data: {message}");
+    // Of another provider's objects in the tenant namespace, only metadata.
+    let seen = f.wait_kro("read-foreign-release", "its report", |k| ready(k)["reason"] == "Observed").await;
+    let message = ready(&seen)["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("\"other-release\""), "the release was observed: {message}");
+    assert!(!message.contains("other-providers-secret"), "another provider's values: {message}");
 
     // What a plugin reports stays a status: new condition types on every
     // reconcile do not pile up (the ones no longer named go, oldest first),
@@ -205,6 +266,19 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     let message = ready(&long)["message"].as_str().unwrap_or_default().to_string();
     assert!(message.len() <= 32 << 10 && message.ends_with('…'), "{} bytes", message.len());
     assert!(message.starts_with(" [2J [31mcleared") && !message.contains('\u{1b}'), "{}", &message[..40]);
+    // Text from the plugin forges no row in `kubectl describe` or `kubectl
+    // get events`: no line break reaches a condition or an Event note.
+    let forged = f.wait_ready("forge-message").await;
+    let message = ready(&forged)["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.starts_with("fine ") && !message.contains(['\n', '\r', '\u{1b}']), "{message:?}");
+    for name in ["forge-message", "forge-transient"] {
+        for event in f.events(name).await {
+            let note = event.note.unwrap_or_default();
+            assert!(!note.contains(['\n', '\r', '\u{1b}']), "{name}: Event note {note:?}");
+        }
+    }
+    let transient = ready(&f.kro("forge-transient").await.unwrap()).clone();
+    assert!(!transient["message"].as_str().unwrap_or_default().contains('\n'), "{transient}");
 
     // A plural that ends the path would have turned the deletion of the
     // plugin's own HelmRelease into a delete-collection of the namespace.

