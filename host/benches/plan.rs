@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use guest_kro::KroProvider;
 use guest_kro::cases;
 use host_test_support::plugins::{Component, GO_KRO, KRO, plugin_path};
-use service_provider_host::sandbox::{Limits, Plugin, Sandbox};
+use service_provider_host::plugin::sandbox::{Limits, Plugin, Sandbox};
 use service_provider_sdk::contract::Provider;
 
 fn median(mut samples: Vec<Duration>) -> Duration {

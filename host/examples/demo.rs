@@ -30,7 +30,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::operator::{self, Settings};
-use service_provider_host::sandbox::{Limits, Sandbox};
+use service_provider_host::plugin::sandbox::{Limits, Sandbox};
 use service_provider_host::{clusters, init, render, resource, watch};
 use service_provider_sdk::contract::Cluster;
 

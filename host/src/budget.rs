@@ -19,7 +19,7 @@
 //!   written at most every [`MESSAGE_INTERVAL`] ([`crate::status`]);
 //! - a plugin's requeue is at least [`REQUEUE_FLOOR`];
 //! - a status is at most [`crate::status::MAX_STATUS_BYTES`] and a plan's
-//!   objects at most [`crate::plan::MAX_PLAN_OBJECT_BYTES`].
+//!   objects at most [`crate::plugin::plan::MAX_PLAN_OBJECT_BYTES`].
 //!
 //! A healthy instance never meets these: the Kro plugin writes a few KiB
 //! when an instance is created and nothing while it is unchanged.
@@ -38,7 +38,7 @@ use crate::metrics::LabelValue;
 pub enum Limit {
     /// A status cut to [`crate::status::MAX_STATUS_BYTES`].
     StatusSize,
-    /// A plan refused for more than [`crate::plan::MAX_PLAN_OBJECT_BYTES`].
+    /// A plan refused for more than [`crate::plugin::plan::MAX_PLAN_OBJECT_BYTES`].
     PlanSize,
     /// Writes held back for an empty budget.
     WriteRate,

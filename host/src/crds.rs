@@ -17,7 +17,7 @@ use tracing::{info, warn};
 use crate::adopt::Adoption;
 use crate::apply::contains;
 use crate::error::{Conflicting, Error};
-use crate::grant::{Denial, hard};
+use crate::plugin::grant::{Denial, hard};
 
 /// The label that says which cluster a CRD belongs on (openmcp).
 pub const CLUSTER_LABEL: &str = "openmcp.cloud/cluster";

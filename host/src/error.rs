@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::sandbox::PluginError;
+use crate::plugin::sandbox::PluginError;
 
 /// What kind of failure an error is: who can fix it and how to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -107,7 +107,7 @@ pub enum Error {
     #[error("{message}")]
     PluginTransient { plugin: String, message: String },
     /// The plugin returned something the host cannot use (malformed
-    /// objects, copies without a type; see [`crate::plan`]).
+    /// objects, copies without a type; see [`crate::plugin::plan`]).
     #[error("plugin {plugin} returned an unusable plan: {reason}")]
     InvalidPlan { plugin: String, reason: String },
     /// What an observation read outgrew the plugin's input limit.
@@ -123,12 +123,12 @@ pub enum Error {
     )]
     ObservationTooLarge { what: String, max: usize, per: &'static str },
     /// The plugin asked for something its grant does not allow, or that
-    /// the host never allows (see [`crate::grant`]).
+    /// the host never allows (see [`crate::plugin::grant`]).
     #[error(transparent)]
-    Denied(#[from] crate::grant::Denial),
+    Denied(#[from] crate::plugin::grant::Denial),
     /// The operator's grant cannot be used.
     #[error(transparent)]
-    Grant(#[from] crate::grant::GrantError),
+    Grant(#[from] crate::plugin::grant::GrantError),
     /// Something only a tenant or the platform operator can fix: shown in
     /// the status, retried at the poll interval.
     #[error(transparent)]
@@ -282,6 +282,17 @@ pub enum Leadership {
     Stopped,
 }
 
+/// The Wasm side's failures, each as the host's variant of the same name.
+impl From<crate::plugin::Error> for Error {
+    fn from(e: crate::plugin::Error) -> Self {
+        match e {
+            crate::plugin::Error::Call(e) => Error::Plugin(e),
+            crate::plugin::Error::InvalidPlan { plugin, reason } => Error::InvalidPlan { plugin, reason },
+            crate::plugin::Error::Denied(d) => Error::Denied(d),
+        }
+    }
+}
+
 impl Error {
     pub fn kube(context: impl Into<String>, source: kube::Error) -> Self {
         Error::Kube { context: context.into(), source }
@@ -384,6 +395,18 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("outer")]
     struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn the_wasm_sides_failures_keep_their_categories() {
+        let plugin = |e| Error::from(e).category();
+        let invalid = crate::plugin::Error::InvalidPlan { plugin: "p".into(), reason: "r".into() };
+        assert_eq!(plugin(invalid), Category::Plugin);
+        let denied = crate::plugin::grant::Denial::new("rule", "what", "why");
+        assert_eq!(plugin(crate::plugin::Error::Denied(denied)), Category::CapabilityDenied);
+        let timeout =
+            crate::plugin::sandbox::PluginError::Timeout { plugin: "p".into(), budget: Duration::from_secs(1) };
+        assert_eq!(plugin(crate::plugin::Error::Call(timeout)), Category::PluginTimeout);
+    }
 
     #[test]
     fn a_report_carries_every_cause_once() {

@@ -11,7 +11,7 @@ use service_provider_sdk::contract::{Cluster, Descriptor};
 use tracing::info;
 
 use crate::adopt::Adoption;
-use crate::grant::Effective;
+use crate::plugin::grant::Effective;
 use crate::{Error, crds};
 
 pub fn service_provider_resource() -> ApiResource {

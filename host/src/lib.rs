@@ -11,8 +11,8 @@
 //!   the finalizer and the operation annotations.
 //! - [`gather`]: the plugin's inputs: the service object, the ProviderConfig,
 //!   the tenant context and the objects the plugin asked to observe.
-//! - [`plan`]: calls the plugin in the [`sandbox`] and checks every object it
-//!   asks for against its capabilities.
+//! - [`plugin::plan`]: calls the plugin in the [`plugin::sandbox`] and
+//!   checks every object it asks for against its capabilities.
 //! - [`apply`]: server-side apply, copies, ordered deletion and pruning,
 //!   with owner labels ([`owner`]) instead of cross-cluster owner references;
 //!   taking over another provider's objects only as [`adopt`] allows; the
@@ -23,14 +23,19 @@
 //! Around them: [`access`] obtains cluster access through openmcp
 //! AccessRequests, [`clusters`] builds and caches clients, [`operator`] and
 //! [`init`] assemble the `run` and `init` commands, [`render`] runs the data
-//! path on files, [`source`] turns `--plugin` (a file, or an OCI reference
-//! pulled, verified and cached by [`oci`]) into component bytes, and [`load`]
-//! compiles them into a plugin with its grant. Leaves that everything may use: [`error`], [`resource`]
+//! path on files. Leaves that everything may use: [`error`], [`resource`]
 //! (Kubernetes plumbing), [`instance`] (an instance and its reach),
 //! [`owner`] and [`syntax`] (what Kubernetes accepts as a name: the rule
-//! every string meets before it reaches a URL). Dependencies point one
-//! way: a module never imports a module that imports it (checked by
-//! `tests/architecture.rs`).
+//! every string meets before it reaches a URL).
+//!
+//! All of the above is the cluster side. The Wasm side is [`plugin`]:
+//! where a component comes from, the sandbox it runs in, the grant and the
+//! checks of what it answers. It uses no kube and nothing of the cluster
+//! side, which takes the checked values it hands over.
+//!
+//! Dependencies point one way: a module never imports a module that
+//! imports it, and nothing in [`plugin`] imports the cluster side (both
+//! checked by `tests/architecture.rs`).
 //!
 //! The host knows nothing about any particular service: everything specific
 //! comes from the plugin's `describe()`.
@@ -43,22 +48,17 @@ pub mod clusters;
 mod crds;
 pub mod error;
 mod gather;
-pub mod grant;
 pub mod init;
 mod instance;
-pub mod load;
 pub mod logging;
 pub mod metrics;
-pub mod oci;
 pub mod operator;
 pub mod owner;
-pub mod plan;
+pub mod plugin;
 pub mod reconcile;
 pub mod render;
 pub mod resource;
-pub mod sandbox;
 pub mod server;
-mod source;
 mod status;
 mod stores;
 pub mod syntax;

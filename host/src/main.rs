@@ -12,10 +12,11 @@ use anyhow::Context as _;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::operator::{self, Endpoints, InitOptions, Settings};
-use service_provider_host::plan::Planner;
+use service_provider_host::plugin::plan::Planner;
+use service_provider_host::plugin::sandbox::{Limits, Sandbox};
+use service_provider_host::plugin::{load, oci};
 use service_provider_host::render::{self, Request};
-use service_provider_host::sandbox::{Limits, Sandbox};
-use service_provider_host::{clusters, load, oci, server};
+use service_provider_host::{clusters, server};
 
 /// Where the container image puts the plugin.
 const DEFAULT_PLUGIN: &str = "/plugins/provider.wasm";

@@ -11,7 +11,7 @@ use service_provider_sdk::contract::{CleanupPlan, CopyKind, KubeconfigRef, Objec
 use crate::access::{KUBECONFIG_KEY, Target};
 use crate::gather;
 use crate::instance::Instance;
-use crate::plan::{self, CheckedPlan, Planner, Step};
+use crate::plugin::plan::{self, CheckedPlan, Planner, Step};
 use crate::{Category, Error, status};
 
 /// Everything `render` needs besides the plugin.
@@ -183,8 +183,8 @@ enum Answer<T> {
     Refused(Error),
 }
 
-fn answer<T>(result: Result<Result<T, PlanError>, Error>) -> Result<Answer<T>, Error> {
-    match result {
+fn answer<T>(result: Result<Result<T, PlanError>, crate::plugin::Error>) -> Result<Answer<T>, Error> {
+    match result.map_err(Error::from) {
         Ok(Ok(plan)) => Ok(Answer::Plan(plan)),
         Ok(Err(e)) => Ok(Answer::PlanError(e)),
         Err(e) if matches!(e.category(), Category::CapabilityDenied | Category::Plugin | Category::PluginTimeout) => {

@@ -1,10 +1,13 @@
 //! Kubernetes resource plumbing shared by every stage: from the contract's
 //! kind descriptions and `apiVersion` strings to kube's `ApiResource` and
-//! dynamic `Api` handles. A leaf module: it imports nothing from the crate.
+//! dynamic `Api` handles. A leaf module: it imports nothing from the crate
+//! but [`crate::syntax`].
 
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::{Api, Client};
 use service_provider_sdk::contract::ApiKind;
+
+use crate::syntax::split_api_version;
 
 /// How many objects one page of a LIST the host reads asks for (an
 /// observation's, a prune's): what a tenant has put on its cluster is read
@@ -12,16 +15,6 @@ use service_provider_sdk::contract::ApiKind;
 /// many as fitted, at most half) when a page's response is larger than it
 /// reads at once (see `gather::list`).
 pub const LIST_PAGE: u32 = 250;
-
-/// `(group, version)` of an `apiVersion`; the core group is `""`.
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
-    api_version.rsplit_once('/').unwrap_or(("", api_version))
-}
-
-/// The API group of an `apiVersion` (empty for the core group).
-pub fn group_of(api_version: &str) -> &str {
-    split_api_version(api_version).0
-}
 
 /// The resource for an `apiVersion`, kind and REST plural.
 pub fn api_resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -98,8 +91,6 @@ mod tests {
         assert_eq!((core.group.as_str(), core.version.as_str()), ("", "v1"));
         let flux = api_resource("helm.toolkit.fluxcd.io/v2", "HelmRelease", "helmreleases");
         assert_eq!((flux.group.as_str(), flux.version.as_str()), ("helm.toolkit.fluxcd.io", "v2"));
-        assert_eq!(group_of("v1"), "");
-        assert_eq!(group_of("helm.toolkit.fluxcd.io/v2"), "helm.toolkit.fluxcd.io");
         let kind = ApiKind::new("kro.run", "v1alpha1", "ResourceGraphDefinition", "resourcegraphdefinitions", false);
         assert_eq!(of_kind(&kind).api_version, "kro.run/v1alpha1");
     }

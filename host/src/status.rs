@@ -28,6 +28,7 @@ use tracing::warn;
 use crate::budget::{self, Budgets, Limit};
 use crate::error::Input;
 use crate::metrics::Metrics;
+use crate::plugin::plan::report::{CONDITION_LIMITED, MAX_CONDITIONS};
 use crate::{Error, syntax};
 
 pub const PHASE_PROGRESSING: &str = "Progressing";
@@ -40,11 +41,6 @@ pub const REASON_TERMINATING: &str = "Terminating";
 /// Longest Event note the host writes (the API server refuses > 1 KiB).
 const MAX_NOTE: usize = 1000;
 
-/// The most conditions a status holds: a plugin reports at most this many
-/// at once, and of the conditions it stopped reporting the host keeps the
-/// most recently changed, up to this many in all.
-pub const MAX_CONDITIONS: usize = 16;
-
 /// Longest message the host writes into a condition or a resource entry
 /// (metav1.Condition's limit).
 pub const MAX_MESSAGE: usize = 32 * 1024;
@@ -53,11 +49,6 @@ pub const MAX_MESSAGE: usize = 32 * 1024;
 /// JSON): far below etcd's 1.5 MiB per object, and every revision of the
 /// object carries it.
 pub const MAX_STATUS_BYTES: usize = 64 << 10;
-
-/// The host's own condition: what it cut from or held back of what a plugin
-/// (or the tenant's object) made it write. Present only while it does; a
-/// plugin may not report a condition of this type.
-pub const CONDITION_LIMITED: &str = "Limited";
 
 /// What a plugin's messages are cut to, one by one, when a status is too
 /// large: resource entries' first, then conditions'.

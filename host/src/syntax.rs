@@ -176,9 +176,26 @@ pub fn go_duration(text: &str) -> Option<std::time::Duration> {
     u64::try_from(nanos).ok().map(std::time::Duration::from_nanos)
 }
 
+/// `(group, version)` of an `apiVersion`; the core group is `""`.
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    api_version.rsplit_once('/').unwrap_or(("", api_version))
+}
+
+/// The API group of an `apiVersion` (empty for the core group).
+pub fn group_of(api_version: &str) -> &str {
+    split_api_version(api_version).0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_versions_split_into_group_and_version() {
+        assert_eq!(split_api_version("v1"), ("", "v1"));
+        assert_eq!(group_of("v1"), "");
+        assert_eq!(group_of("helm.toolkit.fluxcd.io/v2"), "helm.toolkit.fluxcd.io");
+    }
 
     #[test]
     fn go_durations_parse_as_go_parses_them() {

@@ -243,7 +243,7 @@ envtest::real_flux_test! {
 /// first, helm-controller would have skipped the uninstall and kro's
 /// Deployment would stay), and nothing is left behind. `which` names the
 /// plugin in the output.
-async fn install_block_and_uninstall(plugin: service_provider_host::sandbox::Plugin, which: &str) {
+async fn install_block_and_uninstall(plugin: service_provider_host::plugin::sandbox::Plugin, which: &str) {
     let test_started = Instant::now();
     let mut f = Fixture::with_real_flux(&["mcp-01"]).await;
     f.start_operator_with(plugin).await;
@@ -398,8 +398,8 @@ envtest::real_flux_test! {
     /// kro chart is refused by RBAC, and the Kro's status says so in Helm's
     /// and the API server's words.
     async fn on_openmcp_a_token_rule_taken_away_fails_the_helm_install_clearly() {
-        use service_provider_host::grant::Effective;
-        use service_provider_host::plan::Planner;
+        use service_provider_host::plugin::grant::Effective;
+        use service_provider_host::plugin::plan::Planner;
 
         let mut f = Fixture::with_real_flux_on_openmcp(&["mcp-01"]).await;
         f.registry_credentials(PULL, None).await;

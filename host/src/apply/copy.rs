@@ -2,7 +2,7 @@
 //! where a plan wants them. The data never leaves the host: the plugin only
 //! names the source, the target and (for a Secret) the type the source must
 //! have, and only sources the operator allowed are copied
-//! ([`crate::grant`]): never the host's own credentials, nor any other
+//! ([`crate::plugin::grant`]): never the host's own credentials, nor any other
 //! cluster credential. A copy is written only where nothing else is, or over
 //! this instance's own earlier copy. Two instances that need the very same
 //! copy in one place (possible only when tenants share a cluster) share it:
@@ -31,9 +31,9 @@ use service_provider_sdk::names;
 use super::{Change, Existing};
 use crate::adopt::Adoption;
 use crate::error::{Conflicting, Error, Input};
-use crate::grant::Effective;
-use crate::grant::hard::Source;
 use crate::owner::{ANNOTATION_COPY_OF, ANNOTATION_INSTANCE, LABEL_COPY_OF, Owner};
+use crate::plugin::grant::Effective;
+use crate::plugin::grant::hard::Source;
 use crate::stores::{Lookup, Stores};
 
 /// What decides whether a source may be copied.
@@ -179,7 +179,7 @@ impl CopyJob<'_> {
             sources.reserved,
         )?;
         let annotations = meta.annotations.clone().unwrap_or_default();
-        crate::grant::check::copy_to(copy.kind(), &copy.source_name, &annotations, copy.target_cluster)?;
+        crate::plugin::grant::check::copy_to(copy.kind(), &copy.source_name, &annotations, copy.target_cluster)?;
         Ok(())
     }
 

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use crate::Error;
 use crate::adopt::Adoption;
 use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
-use crate::plan::Manifest;
+use crate::plugin::plan::Manifest;
 use crate::resource::{api_resource, deleted_at_once, dynamic_api, kind_absent};
 
 pub use copy::{CopyJob, Sources};
@@ -87,7 +87,7 @@ fn hash(value: &Value) -> String {
 
 /// The object as the host applies it: owner labels, the exact owner, and the
 /// hash of all that. Fails (instead of panicking) on an object whose
-/// metadata maps are not maps, which [`crate::plan::validate`] refuses
+/// metadata maps are not maps, which [`crate::plugin::plan::validate`] refuses
 /// before anything gets here.
 pub fn decorate(object: &Value, owner: &Owner) -> Result<Value, Error> {
     let malformed =

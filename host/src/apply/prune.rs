@@ -16,9 +16,9 @@ use kube::api::{ApiResource, ListParams, ObjectMeta};
 use service_provider_sdk::contract::{Cluster, Context, Descriptor};
 
 use crate::Error;
-use crate::instance::scope_namespace;
 use crate::owner::Owner;
-use crate::plan::{Inventory, ObjectKey};
+use crate::plugin::plan::scope::scope_namespace;
+use crate::plugin::plan::{Inventory, ObjectKey};
 use crate::resource::{self, LIST_PAGE, dynamic_api, kind_absent};
 use crate::stores::Stores;
 

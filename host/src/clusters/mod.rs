@@ -9,6 +9,7 @@
 //! built per reconcile and share connections per server ([`pools`]), which
 //! are dropped when unused for [`POOL_IDLE`].
 
+pub mod kinds;
 pub mod kubeconfig;
 pub mod onboarding;
 pub mod pools;

@@ -21,9 +21,10 @@ mod list;
 use list::{Bounds, Budget, list};
 
 use crate::Error;
-use crate::grant::Effective;
-use crate::instance::{Instance, Reach, reachable, scope_namespace};
+use crate::instance::{Instance, Reach};
 use crate::owner::LABEL_PROVIDER;
+use crate::plugin::grant::Effective;
+use crate::plugin::plan::scope::{reachable, scope_namespace};
 use crate::resource::{self, kind_absent};
 use crate::stores::trimmed::Keep;
 use crate::stores::{Lookup, Stores};

@@ -18,7 +18,7 @@ use tracing::info;
 use crate::clusters::onboarding::Onboarding;
 use crate::clusters::{self, client_from_kubeconfig};
 use crate::metrics::Metrics;
-use crate::plan::Planner;
+use crate::plugin::plan::Planner;
 use crate::reconcile::Context;
 use crate::{Error, access, init, resource};
 

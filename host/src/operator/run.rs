@@ -10,10 +10,11 @@ use service_provider_sdk::contract::Cluster;
 use tracing::{info, warn};
 
 use super::{Endpoints, Settings, context, onboarding, probe};
+use crate::clusters::kinds;
 use crate::clusters::onboarding::Onboarding;
 use crate::error::Leadership;
 use crate::metrics::Metrics;
-use crate::plan::{Planner, kinds};
+use crate::plugin::plan::Planner;
 use crate::server::{self, Health};
 use crate::{Error, resource, watch};
 

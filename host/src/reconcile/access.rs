@@ -9,9 +9,9 @@ use tracing::warn;
 use super::context::Memo;
 use super::{Context, InstanceKey};
 use crate::access::{self, Grant, InstanceAccess, Target};
+use crate::clusters::kinds;
 use crate::error::{AccessFailure, Error};
 use crate::instance::Instance;
-use crate::plan::kinds;
 use crate::stores::Lookup;
 
 /// The request for one of the instance's clusters.

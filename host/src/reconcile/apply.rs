@@ -17,7 +17,7 @@ use crate::access::Target;
 use crate::apply::{self, Change, CopyJob, Scope, Sources};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
-use crate::plan::{self, CheckedPlan, Step};
+use crate::plugin::plan::{self, CheckedPlan, Step};
 use crate::stores::Lookup;
 use crate::{Error, budget, crds, gather, status};
 

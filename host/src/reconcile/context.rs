@@ -13,9 +13,9 @@ use service_provider_sdk::contract::{Cluster, Descriptor};
 use crate::adopt::Adoption;
 use crate::budget::Budgets;
 use crate::clusters::ClientCache;
-use crate::grant::Effective;
 use crate::metrics::Metrics;
-use crate::plan::{Inventory, Planner};
+use crate::plugin::grant::Effective;
+use crate::plugin::plan::{Inventory, Planner};
 use crate::resource;
 use crate::status::StatusWriter;
 use crate::stores::Stores;
@@ -59,7 +59,7 @@ pub struct Context {
     /// What may be taken over from another provider (`--adopt-from`).
     pub(crate) adoption: Adoption,
     /// The group versions whose kinds were checked against the platform's
-    /// discovery at start ([`crate::plan::kinds::check`]); the others are
+    /// discovery at start ([`crate::clusters::kinds::check`]); the others are
     /// checked on each tenant cluster.
     pub(crate) platform_versions: BTreeSet<String>,
     /// The watch's stores while the controller runs ([`crate::watch::run`]).
@@ -303,7 +303,7 @@ impl InstanceState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::ObjectKey;
+    use crate::plugin::plan::ObjectKey;
 
     fn key(name: &str) -> InstanceKey {
         ("ns".into(), name.into())

@@ -32,7 +32,7 @@ pub use context::{Context, InstanceKey};
 use crate::Error;
 use crate::error::report;
 use crate::metrics::LabelValue;
-use crate::plan;
+use crate::plugin::plan;
 use crate::stores::Lookup;
 
 /// The openmcp operation annotation and its values.

@@ -15,9 +15,9 @@ use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
-use service_provider_host::grant::Grant;
 use service_provider_host::owner::LABEL_PROVIDER;
-use service_provider_host::sandbox::Limits;
+use service_provider_host::plugin::grant::Grant;
+use service_provider_host::plugin::sandbox::Limits;
 
 use super::hostile::{options, source_secrets};
 
@@ -176,15 +176,16 @@ async fn cluster_power_in_token_rules_is_refused_under_any_ceiling() {
     let mut grant: Value = serde_json::from_str(&plugins::grant_text_for("hostile")).unwrap();
     grant["tokenRules"]["controlPlane"] = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
     let grant = Grant::parse(&grant.to_string()).unwrap();
-    let granted = service_provider_host::grant::Effective::for_component(hostile.descriptor(), hostile.digest(), grant)
-        .expect("the grant fits");
+    let granted =
+        service_provider_host::plugin::grant::Effective::for_component(hostile.descriptor(), hostile.digest(), grant)
+            .expect("the grant fits");
     let refused = granted.refused.join("\n");
     println!("refused at start-up:\n{refused}");
     for rule in hostile_plugin::cluster_power_rules() {
         let named = format!("{:?} {:?} {:?}", rule.api_groups, rule.resources, rule.verbs);
         assert!(refused.contains(&named), "{named} was not refused:\n{refused}");
     }
-    let planner = service_provider_host::plan::Planner { plugin: hostile, granted: Arc::new(granted) };
+    let planner = service_provider_host::plugin::plan::Planner { plugin: hostile, granted: Arc::new(granted) };
     let ctx = Arc::new(f.context_for(planner, |_| {}).await);
     f.start_operator_on(ctx);
     f.create_kro("healthy-1", "v1").await;
@@ -230,7 +231,7 @@ async fn a_write_from_a_stale_view_never_lands_on_a_replaced_object() {
     use service_provider_host::adopt::Adoption;
     use service_provider_host::apply::{self, Lookup};
     use service_provider_host::owner::Owner;
-    use service_provider_host::plan::Manifest;
+    use service_provider_host::plugin::plan::Manifest;
     use service_provider_sdk::contract::Cluster;
 
     let f = Fixture::new(options(&["stale"])).await;

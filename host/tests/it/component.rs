@@ -15,7 +15,7 @@ use guest_kro::KroProvider;
 use guest_kro::cases::{self, Call};
 use host_test_support::parity::{assert_parity, normalized};
 use host_test_support::plugins::{self, MISBEHAVING};
-use service_provider_host::sandbox::{Limits, Plugin};
+use service_provider_host::plugin::sandbox::{Limits, Plugin};
 use service_provider_sdk::contract::{Input, PlanError, Provider};
 
 /// Compiled once per test binary: a debug-build compile takes seconds.

@@ -100,7 +100,7 @@ async fn every_manifest_passes_a_strict_server_side_dry_run() {
     });
     let mut pinned = 0;
     for (file, value) in plugins.filter(|(_, v)| v.as_str().is_some_and(|v| v.starts_with("oci://"))) {
-        let parsed = service_provider_host::oci::PluginRef::parse(value.as_str().unwrap(), false);
+        let parsed = service_provider_host::plugin::oci::PluginRef::parse(value.as_str().unwrap(), false);
         assert!(parsed.is_ok_and(|r| r.digest().is_some()), "{file}: {value}");
         pinned += 1;
     }

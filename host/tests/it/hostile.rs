@@ -15,8 +15,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use service_provider_host::grant::{COPY_SOURCE_LABEL, COPY_TO_ANNOTATION, Effective, Grant};
-use service_provider_host::sandbox::Limits;
+use service_provider_host::plugin::grant::{COPY_SOURCE_LABEL, COPY_TO_ANNOTATION, Effective, Grant};
+use service_provider_host::plugin::sandbox::Limits;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
 

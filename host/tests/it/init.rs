@@ -242,8 +242,8 @@ async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
         assert!(stderr.contains(words), "{words:?} in {stderr}");
     }
     // A grant that pins exactly what it claims is itself refused.
-    let claimed = plugins::load(plugins::IMPOSTOR, service_provider_host::sandbox::Limits::default());
-    let mut grant: serde_json::Value = serde_saphyr::from_str(service_provider_host::grant::DEFAULT).unwrap();
+    let claimed = plugins::load(plugins::IMPOSTOR, service_provider_host::plugin::sandbox::Limits::default());
+    let mut grant: serde_json::Value = serde_saphyr::from_str(service_provider_host::plugin::grant::DEFAULT).unwrap();
     grant["identities"] = json!([{
         "plugin": "kro",
         "service": {"group": claimed.descriptor().service.group, "kind": "Kro"},
@@ -261,7 +261,7 @@ async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
     assert!(flux_after.spec.conversion.is_none_or(|c| c.strategy != "Webhook"));
 
     // Its ConfigMaps read through `secrets`, checked against discovery.
-    let err = service_provider_host::plan::kinds::check(claimed.descriptor(), &platform_client, &onboarding_client)
+    let err = service_provider_host::clusters::kinds::check(claimed.descriptor(), &platform_client, &onboarding_client)
         .await
         .unwrap_err()
         .to_string();
@@ -337,7 +337,7 @@ async fn init_refuses_an_impostor_and_never_takes_over_a_crd() {
         "providerconfigs",
         true,
     );
-    let verify = service_provider_host::plan::kinds::verify;
+    let verify = service_provider_host::clusters::kinds::verify;
     let err = verify(&onboarding_client, ContractCluster::ControlPlane, kro, &[&wrong]).await.unwrap_err().to_string();
     assert!(err.contains("its plural is \"kroes\", not \"providerconfigs\""), "{err}");
     let right = service_provider_sdk::contract::ApiKind { plural: "kroes".into(), ..wrong.clone() };

@@ -537,7 +537,7 @@ async fn a_blocker_watch_ends_at_the_input_limit_and_keeps_nothing() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
     seed_chart_config(&f).await;
     let limit = 64 << 10;
-    let limits = service_provider_host::sandbox::Limits { input_bytes: limit, ..Default::default() };
+    let limits = service_provider_host::plugin::sandbox::Limits { input_bytes: limit, ..Default::default() };
     let ctx = f.context_with(plugins::load(plugins::KRO, limits)).await;
     f.start_operator_on(ctx.clone());
     let rgds = ready_then_blocked_by_one_rgd(&f).await;

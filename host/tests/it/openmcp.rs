@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
 use kube::Api;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
-use service_provider_host::grant::Effective;
-use service_provider_host::plan::Planner;
+use service_provider_host::plugin::grant::Effective;
+use service_provider_host::plugin::plan::Planner;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
 const AR: &str = "kro.services.open-control-plane.io--mcp-01--mcp";

@@ -298,7 +298,7 @@ fn render_shows_the_hosts_refusals_offline() {
 fn an_identity_pinned_to_a_digest_is_given_only_to_those_bytes() {
     let wasm = std::fs::read(plugins::plugin_path(plugins::KRO)).unwrap();
     let grant_with = |digest: &str| {
-        let mut grant: Value = serde_saphyr::from_str(service_provider_host::grant::DEFAULT).unwrap();
+        let mut grant: Value = serde_saphyr::from_str(service_provider_host::plugin::grant::DEFAULT).unwrap();
         for identity in grant["identities"].as_array_mut().unwrap() {
             identity["digest"] = Value::from(digest);
         }
@@ -310,7 +310,7 @@ fn an_identity_pinned_to_a_digest_is_given_only_to_those_bytes() {
         all.extend(["--plugin-grant".to_string(), s(grant).to_string()]);
         all
     };
-    let right = with_grant(&grant_with(&service_provider_host::sandbox::digest_of(&wasm)));
+    let right = with_grant(&grant_with(&service_provider_host::plugin::sandbox::digest_of(&wasm)));
     let doc = render_json(&right.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(doc["result"], "planned", "{doc:#}");
     let wrong = with_grant(&grant_with(&format!("sha256:{}", "0".repeat(64))));

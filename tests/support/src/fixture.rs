@@ -25,9 +25,9 @@ use serde_json::{Value, json};
 use service_provider_host::clusters;
 use service_provider_host::metrics::Metrics;
 use service_provider_host::operator::{self, Settings};
-use service_provider_host::plan::Planner;
+use service_provider_host::plugin::plan::Planner;
+use service_provider_host::plugin::sandbox::Plugin;
 use service_provider_host::reconcile::Context;
-use service_provider_host::sandbox::Plugin;
 use service_provider_sdk::{contract, names};
 
 use crate::plugins::{planner, plugin};

@@ -3,7 +3,7 @@
 //! the compiled component as the plugin's library gives natively.
 
 use serde_json::{Value, json};
-use service_provider_host::sandbox::Plugin;
+use service_provider_host::plugin::sandbox::Plugin;
 use service_provider_sdk::contract::Provider;
 use service_provider_sdk::testing::{Call, Case};
 

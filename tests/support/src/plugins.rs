@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use service_provider_host::grant::{Effective, Grant};
-use service_provider_host::plan::Planner;
-use service_provider_host::sandbox::{Limits, Plugin, Prepared, Sandbox};
+use service_provider_host::plugin::grant::{Effective, Grant};
+use service_provider_host::plugin::plan::Planner;
+use service_provider_host::plugin::sandbox::{Limits, Plugin, Prepared, Sandbox};
 
 /// A component the tests use: the env var that overrides its path, and its
 /// file name in the build output (or, for a committed fixture, in
@@ -145,7 +145,7 @@ pub fn grant_for(plugin: &Plugin) -> Grant {
 /// YAML), for the plugin named `plugin_name`.
 pub fn grant_text_for(plugin_name: &str) -> String {
     let mut grant: serde_json::Value =
-        serde_saphyr::from_str(service_provider_host::grant::DEFAULT).expect("the built-in grant parses");
+        serde_saphyr::from_str(service_provider_host::plugin::grant::DEFAULT).expect("the built-in grant parses");
     let kro_kinds = |plugin: &str, finalizer: &str, crds: &[&str]| {
         let group = "kro.services.open-control-plane.io";
         serde_json::json!({"plugin": plugin, "service": {"group": group, "kind": "Kro"},

@@ -182,7 +182,7 @@ envtest::real_flux_test! {
         // signature over the manifest does not make the layer right.
         let echo = r.publish(&host(), &plugins::plugin_path(WORKLOAD_ECHO), "plugins/echo");
         r.sign(&echo, false);
-        let layer = service_provider_host::sandbox::digest_of(&std::fs::read(plugins::plugin_path(WORKLOAD_ECHO)).unwrap());
+        let layer = service_provider_host::plugin::sandbox::digest_of(&std::fs::read(plugins::plugin_path(WORKLOAD_ECHO)).unwrap());
         let blob = r.registry.blob_file(&layer);
         let mut bytes = std::fs::read(&blob).unwrap();
         let middle = bytes.len() / 2;

@@ -175,7 +175,7 @@ fn plugin_manifest() -> (Vec<u8>, String) {
         "layers": [{"mediaType": "application/wasm", "digest": zero, "size": 8}],
     }))
     .unwrap();
-    let digest = service_provider_host::sandbox::digest_of(&manifest);
+    let digest = service_provider_host::plugin::sandbox::digest_of(&manifest);
     (manifest, digest)
 }
 

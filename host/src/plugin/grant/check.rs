@@ -174,7 +174,7 @@ mod tests {
     use service_provider_sdk::contract::{ApiKind, Descriptor, KubeconfigRef};
 
     use super::*;
-    use crate::grant::Grant;
+    use crate::plugin::grant::Grant;
 
     fn effective() -> Effective {
         let kind = ApiKind::new("kro.example", "v1", "Kro", "kroes", true);

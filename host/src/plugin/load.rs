@@ -1,5 +1,5 @@
-//! The plugin as the commands load it: fetched by [`crate::source`] (a file,
-//! or pulled and verified from a registry), compiled in the [`crate::sandbox`]
+//! The plugin as the commands load it: fetched by [`crate::plugin::source`] (a file,
+//! or pulled and verified from a registry), compiled in the [`crate::plugin::sandbox`]
 //! with the precompiled cache when there is one, and intersected with the
 //! operator's grant into a [`Planner`]; and `precompile`, which fills that
 //! cache ahead of time.
@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::grant::{Effective, Grant, GrantError};
-use crate::oci::{self, SourceError};
-use crate::plan::Planner;
-use crate::sandbox::{Limits, PluginError, Sandbox};
-use crate::source::PluginSource;
+use crate::plugin::grant::{Effective, Grant, GrantError};
+use crate::plugin::oci::{self, SourceError};
+use crate::plugin::plan::Planner;
+use crate::plugin::sandbox::{Limits, PluginError, Sandbox};
+use crate::plugin::source::PluginSource;
 
 /// What the `--plugin*` flags say.
 pub struct Load<'a> {
@@ -87,7 +87,7 @@ pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
     }
     .map_err(|source| LoadError::Plugin { verb: "loading", origin: component.origin.to_string(), source })?;
     let grant = Grant::load(load.grant)?;
-    if load.grant.is_none() && crate::grant::SHIPPED.is_none() {
+    if load.grant.is_none() && crate::plugin::grant::SHIPPED.is_none() {
         tracing::warn!(
             plugin = %plugin.name(),
             "a development build: its built-in grant pins no component digests, so it trusts a plugin by its name; the released image gives the built-in identities only to the components it ships"

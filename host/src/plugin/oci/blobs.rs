@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 
 use super::reference::sha256_hex;
-use crate::sandbox::{digest_of, sha256_digest};
+use crate::plugin::sandbox::{digest_of, sha256_digest};
 
 /// Where blobs live, if the operator gave a cache directory.
 #[derive(Clone, Debug)]

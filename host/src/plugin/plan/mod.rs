@@ -14,17 +14,17 @@ use serde_json::Value;
 use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, Input, ObjectCopy, PlanError, ServiceStatus};
 
 mod check;
-pub mod kinds;
 pub mod report;
+pub mod scope;
 pub mod validate;
 
 pub use check::{check_blocked, check_plan, check_ref, check_teardown, manifest};
 
-use crate::Error;
-use crate::grant::Effective;
 use crate::metrics::LabelValue;
-use crate::resource::group_of;
-use crate::sandbox::Plugin;
+use crate::plugin::Error;
+use crate::plugin::grant::Effective;
+use crate::plugin::sandbox::Plugin;
+use crate::syntax::group_of;
 
 /// The plugin calls of a reconcile, as the call-duration metric names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -226,7 +226,7 @@ fn planned_denial(path: &str, reference: &Value, target: &Target, siblings: &[Si
     let text = |key: &str| reference.get(key).and_then(Value::as_str);
     let namespace_ok = reference.get("namespace").is_none() || text("namespace") == target.namespace;
     // With an apiVersion, the group must be the sibling's too.
-    let group = text("apiVersion").map(crate::resource::group_of);
+    let group = text("apiVersion").map(syntax::group_of);
     let found = siblings.iter().any(|s| {
         !s.copy
             && s.cluster == target.cluster

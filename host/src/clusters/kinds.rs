@@ -21,7 +21,7 @@ use kube::Client;
 use service_provider_sdk::contract::{ApiKind, Cluster, Descriptor};
 
 use crate::Error;
-use crate::grant::Denial;
+use crate::plugin::grant::Denial;
 
 /// Checks every kind of `descriptor` against the discovery of the platform
 /// (and, for the service kind, the onboarding) cluster. Returns the group

@@ -6,8 +6,8 @@ use service_provider_sdk::contract::{
 };
 
 use super::*;
-use crate::grant::{Grant, WriteRule};
-use crate::plan::{CheckedPlan, Step};
+use crate::plugin::grant::{Grant, WriteRule};
+use crate::plugin::plan::{CheckedPlan, Step};
 
 fn descriptor() -> Descriptor {
     let kind = ApiKind::new("g.example", "v1", "S", "s", true);
@@ -156,7 +156,7 @@ fn copies_are_checked_like_objects_and_must_state_a_type() {
     let untyped = ObjectCopy::secret("src", "", Cluster::Platform, "mcp--t", "dst");
     let err = check(&plan(vec![], vec![untyped])).unwrap_err();
     assert!(err.to_string().contains("must state the Secret type"), "{err}");
-    assert_eq!(err.category(), crate::Category::Plugin);
+    assert!(matches!(err, Error::InvalidPlan { .. }), "{err:?}");
 }
 
 #[test]

@@ -35,7 +35,7 @@ use super::artifact::{Layer, MANIFEST, MAX_MANIFEST_BYTES};
 use super::auth::Credentials;
 use super::blobs::Blobs;
 use super::{Options, PluginRef, SourceError, oneline};
-use crate::sandbox::digest_of;
+use crate::plugin::sandbox::digest_of;
 
 /// The OCI image index media type (a referrers index is one).
 const INDEX: &str = "application/vnd.oci.image.index.v1+json";

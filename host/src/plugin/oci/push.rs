@@ -31,14 +31,14 @@ struct Layout {
 }
 
 fn layout(wasm: &[u8], file_name: &str) -> Layout {
-    let component = crate::sandbox::digest_of(wasm);
+    let component = crate::plugin::sandbox::digest_of(wasm);
     let config = serde_json::to_vec(&json!({
         "architecture": "wasm",
         "os": "wasip2",
         "layerDigests": [component],
     }))
     .expect("a JSON literal serialises");
-    let config_digest = crate::sandbox::digest_of(&config);
+    let config_digest = crate::plugin::sandbox::digest_of(&config);
     let manifest = serde_json::to_vec(&json!({
         "schemaVersion": 2,
         "mediaType": MANIFEST,
@@ -52,7 +52,7 @@ fn layout(wasm: &[u8], file_name: &str) -> Layout {
         }],
     }))
     .expect("a JSON literal serialises");
-    let digest = crate::sandbox::digest_of(&manifest);
+    let digest = crate::plugin::sandbox::digest_of(&manifest);
     Layout { config, config_digest, manifest, digest, component }
 }
 
@@ -99,6 +99,6 @@ mod tests {
         let layer = super::super::artifact::component_layer(&first.manifest, 1024).unwrap();
         assert_eq!((layer.digest.as_str(), layer.size), (first.component.as_str(), wasm.len() as u64));
         assert_eq!(first.digest, layout(wasm, "p.wasm").digest, "same component, same digest");
-        assert_eq!(first.config_digest, crate::sandbox::digest_of(&first.config));
+        assert_eq!(first.config_digest, crate::plugin::sandbox::digest_of(&first.config));
     }
 }

@@ -1,11 +1,11 @@
-//! Where a plugin comes from: a file, or an OCI registry ([`crate::oci`]).
+//! Where a plugin comes from: a file, or an OCI registry ([`crate::plugin::oci`]).
 //!
 //! `--plugin` takes either; this is the one place that tells them apart and
 //! turns either into component bytes for the sandbox.
 
 use std::path::PathBuf;
 
-use crate::oci::{self, PluginRef, SourceError};
+use crate::plugin::oci::{self, PluginRef, SourceError};
 
 /// A `--plugin` value.
 #[derive(Clone, Debug)]

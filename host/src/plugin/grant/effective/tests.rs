@@ -3,7 +3,7 @@
 use service_provider_sdk::contract::{Access, ApiKind, Cluster, Crd, Stage};
 
 use super::*;
-use crate::grant::TokenRules;
+use crate::plugin::grant::TokenRules;
 
 fn kind(group: &str, k: &str, namespaced: bool) -> ApiKind {
     ApiKind::new(group, "v1", k, &format!("{}s", k.to_lowercase()), namespaced)

@@ -1,19 +1,18 @@
 //! Holding a plan to the plugin's word and the operator's grant: every
 //! object the plugin asks the host to write or delete must be well formed
 //! ([`super::validate`]), on a cluster the instance reaches, requested in
-//! the plugin's `describe()` and allowed by its grant ([`crate::grant`]).
+//! the plugin's `describe()` and allowed by its grant ([`crate::plugin::grant`]).
 //! One refusal fails the whole reconcile before anything is written.
 
 use service_provider_sdk::contract::{
     Blocked, Capability, Cluster, Context, CopyKind, Descriptor, NamespaceScope, ObjectRef, Plan, Teardown,
 };
 
+use super::scope::{reachable, scope_namespace};
 use super::{Manifest, report, validate};
-use crate::Error;
-use crate::grant::hard::{self, Target};
-use crate::grant::{Denial, Effective, check::Facts, check::Sibling};
-use crate::instance::{reachable, scope_namespace};
-use crate::resource::group_of;
+use crate::plugin::Error;
+use crate::plugin::grant::hard::{self, Target};
+use crate::plugin::grant::{Denial, Effective, check::Facts, check::Sibling};
 use crate::syntax;
 
 fn describe(t: &Target) -> String {
@@ -46,7 +45,7 @@ pub fn check_ref(descriptor: &Descriptor, granted: &Effective, context: &Context
     ref_syntax(descriptor, r)?;
     let target = Target {
         cluster: r.cluster,
-        group: group_of(&r.api_version),
+        group: syntax::group_of(&r.api_version),
         kind: &r.kind,
         namespace: r.namespace.as_deref(),
         name: &r.name,

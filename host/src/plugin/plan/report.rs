@@ -9,8 +9,17 @@
 
 use service_provider_sdk::contract::{ResourceStatus, ServiceStatus};
 
-use crate::status::{CONDITION_LIMITED, MAX_CONDITIONS};
 use crate::syntax;
+
+/// The most conditions a status holds: a plugin reports at most this many
+/// at once, and of the conditions it stopped reporting the host keeps the
+/// most recently changed, up to this many in all.
+pub const MAX_CONDITIONS: usize = 16;
+
+/// The host's own condition: what it cut from or held back of what a plugin
+/// (or the tenant's object) made it write. Present only while it does; a
+/// plugin may not report a condition of this type.
+pub const CONDITION_LIMITED: &str = "Limited";
 
 /// The most entries of `status.resources` (a plan has at most 256 objects,
 /// and copies).

@@ -4,7 +4,7 @@
 //! A plugin *requests* in its `describe()` (capabilities, observations,
 //! token rules, a workload cluster). The operator *grants* with a
 //! [`Grant`] file (`--plugin-grant`; without one the built-in
-//! [`default.yaml`](../../src/grant/default.yaml) applies). The host acts on
+//! [`default.yaml`](default.yaml) applies). The host acts on
 //! the intersection, and on top of any grant it always refuses what no
 //! service provider needs and every attacker wants ([`hard`]): Secret data
 //! in the sandbox, plain Secrets as objects, RBAC, admission webhooks,

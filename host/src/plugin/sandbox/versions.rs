@@ -52,7 +52,7 @@ pub mod v0_2 {
         wasmtime::component::bindgen!({ world: "plugin", path: "../wit/v0.2.0", exports: { default: async } });
     }
     service_provider_sdk::wit_conversions!(
-        crate::sandbox::versions::v0_2::bindings::open_control_plane::service_provider::types
+        crate::plugin::sandbox::versions::v0_2::bindings::open_control_plane::service_provider::types
     );
 }
 
