@@ -218,7 +218,7 @@ async fn main() -> anyhow::Result<()> {
 
     let metrics = Metrics::new();
     let settings = Settings {
-        adopt_from: Vec::new(),
+        adoption: Default::default(),
         provider_name: provider.into(),
         pod_namespace: POD_NAMESPACE.into(),
         pod_name: Some(format!("sp-{provider}-demo")),

@@ -85,15 +85,13 @@ pub async fn ensure(
     Ok(written)
 }
 
-/// The field managers whose names mark the host's own writes (every
-/// provider's: `service-provider-host/<provider>`).
-pub const FIELD_MANAGER_PREFIX: &str = "service-provider-host";
-
 /// Whether a field manager is one of the host's: `service-provider-host`
 /// itself or `service-provider-host/<provider>`, not any name that merely
 /// begins like it (`service-provider-hostile`).
 pub fn is_hosts(manager: &str) -> bool {
-    manager.strip_prefix(FIELD_MANAGER_PREFIX).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    manager
+        .strip_prefix(crate::owner::FIELD_MANAGER_PREFIX)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// Refuses a CRD the plugin may not install: not of its own groups or not

@@ -196,9 +196,9 @@ impl ProviderArgs {
         let pod_namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()).context(
             "POD_NAMESPACE is not set: the provider needs to know its own namespace (source Secrets and onboarding requests live there); set it from the downward API (fieldRef metadata.namespace)",
         )?;
-        service_provider_host::adopt::Adoption::new(&self.adopt_from).map_err(anyhow::Error::msg)?;
+        let adoption = service_provider_host::adopt::Adoption::new(&self.adopt_from).map_err(anyhow::Error::msg)?;
         Ok(Settings {
-            adopt_from: self.adopt_from.clone(),
+            adoption,
             provider_name: self.provider_name.clone(),
             pod_namespace,
             pod_name: std::env::var("POD_NAME").ok().filter(|s| !s.is_empty()),

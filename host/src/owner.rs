@@ -22,6 +22,16 @@ pub const ANNOTATION_INSTANCE: &str = "service-provider.open-control-plane.io/in
 /// Hash of what the host applied (see [`crate::apply`]).
 pub const ANNOTATION_APPLIED: &str = "service-provider.open-control-plane.io/applied-hash";
 
+/// The field managers whose names mark the host's own writes (every
+/// provider's: [`field_manager`]).
+pub const FIELD_MANAGER_PREFIX: &str = "service-provider-host";
+
+/// The field manager of a provider's writes, `service-provider-host/<provider>`:
+/// also the controller name its Events are reported by.
+pub fn field_manager(provider: &str) -> String {
+    format!("{FIELD_MANAGER_PREFIX}/{provider}")
+}
+
 /// The service instance that owns what the host writes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Owner {

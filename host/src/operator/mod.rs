@@ -15,6 +15,7 @@ pub use run::run;
 use service_provider_sdk::contract::{Cluster, Descriptor, KubeconfigRef, PolicyRule};
 use tracing::info;
 
+use crate::adopt::Adoption;
 use crate::clusters::onboarding::Onboarding;
 use crate::clusters::{self, client_from_kubeconfig};
 use crate::metrics::Metrics;
@@ -25,8 +26,9 @@ use crate::{Error, access, init, resource};
 /// Who this provider is and where it runs.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// `--adopt-from`: field managers whose objects may be taken over.
-    pub adopt_from: Vec<String>,
+    /// `--adopt-from`: field managers whose objects may be taken over,
+    /// parsed (and refused when invalid) where the settings are made.
+    pub adoption: Adoption,
     /// `--provider-name`: the ServiceProvider and ProviderConfig name.
     pub provider_name: String,
     /// `POD_NAMESPACE`: where source Secrets and the onboarding requests live.
@@ -50,7 +52,7 @@ pub struct Settings {
 
 impl Settings {
     fn field_manager(&self) -> String {
-        format!("service-provider-host/{}", self.provider_name)
+        crate::owner::field_manager(&self.provider_name)
     }
 }
 
@@ -201,9 +203,9 @@ pub async fn init_with(
 ) -> Result<(), Error> {
     let descriptor = planner.descriptor();
     let onboarding = onboarding_client(&platform, settings, descriptor, Onboard::Init, metrics).await?;
-    let adoption = crate::adopt::Adoption::new(&settings.adopt_from).map_err(|what| Error::config(what, None))?;
     let field_manager = settings.field_manager();
-    init::install_crds(descriptor, &planner.granted, &platform, &onboarding, &field_manager, &adoption).await?;
+    init::install_crds(descriptor, &planner.granted, &platform, &onboarding, &field_manager, &settings.adoption)
+        .await?;
     if !options.register_service_kind {
         info!(kind = %descriptor.service.kind, "not registering the service kind (--register-service-kind=false)");
         return Ok(());
@@ -249,10 +251,7 @@ pub fn context(
     onboarding: Client,
     metrics: Arc<Metrics>,
 ) -> Context {
-    let reporter = Reporter {
-        controller: format!("service-provider-host/{}", settings.provider_name),
-        instance: settings.pod_name.clone(),
-    };
+    let reporter = Reporter { controller: settings.field_manager(), instance: settings.pod_name.clone() };
     let mut ctx = Context::new(
         planner,
         settings.provider_name.clone(),
@@ -264,8 +263,7 @@ pub fn context(
     );
     ctx.watch_namespace = settings.watch_namespace.clone();
     ctx.unreachable_grace = settings.unreachable_grace;
-    // Checked by the command line; an invalid name takes nothing over.
-    ctx.adoption = crate::adopt::Adoption::new(&settings.adopt_from).unwrap_or_default();
+    ctx.adoption = settings.adoption.clone();
     ctx
 }
 

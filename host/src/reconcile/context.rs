@@ -92,7 +92,7 @@ impl Context {
         let blockers = Blockers::new(planner.plugin.input_limit());
         let budgets = Arc::new(Budgets::default());
         Context {
-            field_manager: format!("service-provider-host/{provider_name}"),
+            field_manager: crate::owner::field_manager(&provider_name),
             status: StatusWriter {
                 onboarding: onboarding.clone(),
                 service: service.clone(),

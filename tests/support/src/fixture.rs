@@ -359,7 +359,7 @@ impl Fixture {
 
     pub fn settings(&self) -> Settings {
         Settings {
-            adopt_from: Vec::new(),
+            adoption: Default::default(),
             provider_name: self.provider.clone(),
             pod_namespace: self.pod_ns.clone(),
             pod_name: Some(format!("{}-pod", self.provider)),
