@@ -148,23 +148,29 @@ impl Context {
     }
 }
 
-/// What the host remembers about instances between reconciles. All of it
-/// can be lost (a restart): it only saves work and makes watches precise.
+/// What the host remembers about instances between reconciles, one entry
+/// per instance. All of it can be lost (a restart): it only saves work and
+/// makes watches precise.
 #[derive(Default)]
 pub struct InstanceState {
-    /// The sources `(kind, name)` each instance's last plan copies.
-    source_users: Mutex<HashMap<InstanceKey, BTreeSet<Source>>>,
-    /// Consecutive failures per instance, for exponential backoff.
-    failures: Mutex<HashMap<InstanceKey, u32>>,
-    /// The inventory each instance was last pruned against.
-    inventories: Mutex<HashMap<InstanceKey, Inventory>>,
-    /// Instances whose clusters have the plugin's CRDs (since this start).
-    crds: Mutex<BTreeSet<InstanceKey>>,
-    /// Since when a cluster of an instance has not answered (while deleting).
-    unreachable: Mutex<HashMap<(InstanceKey, Cluster), Instant>>,
-    /// What was last found up to date outside the watches: what → (digest
-    /// of what was wanted, when).
-    verified: Mutex<HashMap<InstanceKey, Verified>>,
+    memory: Mutex<HashMap<InstanceKey, Memory>>,
+}
+
+/// What the host remembers about one instance.
+#[derive(Default)]
+struct Memory {
+    /// The sources `(kind, name)` its last plan copies.
+    sources: BTreeSet<Source>,
+    /// Consecutive failures, for exponential backoff.
+    failures: u32,
+    /// The inventory it was last pruned against.
+    inventory: Option<Inventory>,
+    /// Whether its clusters have the plugin's CRDs (since this start).
+    crds: bool,
+    /// Since when each of its clusters has not answered (while deleting).
+    unanswered: HashMap<Cluster, Instant>,
+    /// What was last found up to date outside the watches.
+    verified: Verified,
 }
 
 /// What an instance's memo holds: what was found up to date outside the
@@ -190,17 +196,31 @@ pub enum Memo {
 type Verified = HashMap<Memo, (Option<u64>, Instant)>;
 
 impl InstanceState {
+    /// Changes what is remembered of `key`.
+    fn change<R>(&self, key: &InstanceKey, f: impl FnOnce(&mut Memory) -> R) -> R {
+        f(self.memory.lock().expect("not poisoned").entry(key.clone()).or_default())
+    }
+
+    /// Reads what is remembered of `key` (nothing yet reads as a new
+    /// instance's memory).
+    fn read<R>(&self, key: &InstanceKey, f: impl FnOnce(&Memory) -> R) -> R {
+        match self.memory.lock().expect("not poisoned").get(key) {
+            Some(memory) => f(memory),
+            None => f(&Memory::default()),
+        }
+    }
+
     /// Records which sources an instance's plan copies.
     pub fn set_sources(&self, key: &InstanceKey, sources: BTreeSet<Source>) {
-        self.source_users.lock().expect("not poisoned").insert(key.clone(), sources);
+        self.change(key, |m| m.sources = sources);
     }
 
     /// Instances whose last plan copies the object `kind`/`name` from the
     /// pod namespace.
     pub fn users_of_source(&self, kind: &str, name: &str) -> Vec<InstanceKey> {
-        let users = self.source_users.lock().expect("not poisoned");
+        let memory = self.memory.lock().expect("not poisoned");
         let source = (kind.to_string(), name.to_string());
-        users.iter().filter(|(_, sources)| sources.contains(&source)).map(|(k, _)| k.clone()).collect()
+        memory.iter().filter(|(_, m)| m.sources.contains(&source)).map(|(k, _)| k.clone()).collect()
     }
 
     /// Whether `memo` was found true within [`VERIFY_INTERVAL`].
@@ -211,24 +231,20 @@ impl InstanceState {
     /// Whether `memo`, wanted as `digest`, was found up to date within
     /// [`VERIFY_INTERVAL`].
     pub fn is_verified_as(&self, key: &InstanceKey, memo: &Memo, digest: Option<u64>) -> bool {
-        let verified = self.verified.lock().expect("not poisoned");
-        verified
-            .get(key)
-            .and_then(|v| v.get(memo))
-            .is_some_and(|(d, at)| *d == digest && at.elapsed() < VERIFY_INTERVAL)
+        self.read(key, |m| m.verified.get(memo).is_some_and(|(d, at)| *d == digest && at.elapsed() < VERIFY_INTERVAL))
     }
 
     /// Records `memo` unless it is recorded already: the time of its first
     /// occurrence, kept until the instance fails or is forgotten.
     pub fn record_first(&self, key: &InstanceKey, memo: Memo) {
-        let mut verified = self.verified.lock().expect("not poisoned");
-        verified.entry(key.clone()).or_default().entry(memo).or_insert((None, Instant::now()));
+        self.change(key, |m| {
+            m.verified.entry(memo).or_insert((None, Instant::now()));
+        });
     }
 
     /// Whether `memo` was recorded less than `within` ago.
     pub fn recorded_within(&self, key: &InstanceKey, memo: &Memo, within: Duration) -> bool {
-        let verified = self.verified.lock().expect("not poisoned");
-        verified.get(key).and_then(|v| v.get(memo)).is_some_and(|(_, at)| at.elapsed() < within)
+        self.read(key, |m| m.verified.get(memo).is_some_and(|(_, at)| at.elapsed() < within))
     }
 
     /// Records that `memo` is true.
@@ -238,65 +254,59 @@ impl InstanceState {
 
     /// Records that `memo` is up to date as `digest`.
     pub fn set_verified_as(&self, key: &InstanceKey, memo: Memo, digest: Option<u64>) {
-        let mut verified = self.verified.lock().expect("not poisoned");
-        verified.entry(key.clone()).or_default().insert(memo, (digest, Instant::now()));
+        self.change(key, |m| m.verified.insert(memo, (digest, Instant::now())));
     }
 
     /// Forgets what was verified: the next reconcile looks at everything.
     pub fn unverify(&self, key: &InstanceKey) {
-        self.verified.lock().expect("not poisoned").remove(key);
+        self.change(key, |m| m.verified.clear());
     }
 
     /// One more failure; returns how many in a row. What was verified is
     /// no longer trusted.
     pub fn failed(&self, key: &InstanceKey) -> u32 {
-        self.unverify(key);
-        let mut failures = self.failures.lock().expect("not poisoned");
-        let n = failures.entry(key.clone()).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
+        self.change(key, |m| {
+            m.verified.clear();
+            m.failures = m.failures.saturating_add(1);
+            m.failures
+        })
     }
 
     pub fn succeeded(&self, key: &InstanceKey) {
-        self.failures.lock().expect("not poisoned").remove(key);
+        self.change(key, |m| m.failures = 0);
     }
 
     /// Whether `inventory` differs from the one last pruned against.
     pub fn inventory_changed(&self, key: &InstanceKey, inventory: &Inventory) -> bool {
-        self.inventories.lock().expect("not poisoned").get(key) != Some(inventory)
+        self.read(key, |m| m.inventory.as_ref() != Some(inventory))
     }
 
     pub fn pruned(&self, key: &InstanceKey, inventory: Inventory) {
-        self.inventories.lock().expect("not poisoned").insert(key.clone(), inventory);
+        self.change(key, |m| m.inventory = Some(inventory));
     }
 
     pub fn crds_installed(&self, key: &InstanceKey) -> bool {
-        self.crds.lock().expect("not poisoned").contains(key)
+        self.read(key, |m| m.crds)
     }
 
     pub fn set_crds_installed(&self, key: &InstanceKey) {
-        self.crds.lock().expect("not poisoned").insert(key.clone());
+        self.change(key, |m| m.crds = true);
     }
 
     /// Records that a cluster of an instance did not answer; returns since
     /// when it has not (the first such record since it last answered).
     pub fn unanswered(&self, key: &InstanceKey, cluster: Cluster) -> Instant {
-        *self.unreachable.lock().expect("not poisoned").entry((key.clone(), cluster)).or_insert_with(Instant::now)
+        self.change(key, |m| *m.unanswered.entry(cluster).or_insert_with(Instant::now))
     }
 
     /// Records that a cluster of an instance answered.
     pub fn answered(&self, key: &InstanceKey, cluster: Cluster) {
-        self.unreachable.lock().expect("not poisoned").remove(&(key.clone(), cluster));
+        self.change(key, |m| m.unanswered.remove(&cluster));
     }
 
-    /// Forgets an instance (it is gone).
+    /// Forgets an instance (it is gone): all it remembered, at once.
     pub fn forget(&self, key: &InstanceKey) {
-        self.source_users.lock().expect("not poisoned").remove(key);
-        self.failures.lock().expect("not poisoned").remove(key);
-        self.inventories.lock().expect("not poisoned").remove(key);
-        self.crds.lock().expect("not poisoned").remove(key);
-        self.unreachable.lock().expect("not poisoned").retain(|(k, _), _| k != key);
-        self.unverify(key);
+        self.memory.lock().expect("not poisoned").remove(key);
     }
 }
 
@@ -340,7 +350,7 @@ mod tests {
         state.answered(&key("a"), Cluster::ControlPlane);
         assert!(state.unanswered(&key("a"), Cluster::ControlPlane) >= first);
         state.forget(&key("a"));
-        assert!(state.unreachable.lock().unwrap().is_empty());
+        assert!(state.memory.lock().unwrap().is_empty());
     }
 
     #[test]
@@ -366,11 +376,11 @@ mod tests {
         let hour = Duration::from_secs(3600);
         assert!(!state.recorded_within(&key("a"), &Memo::AccessRequested, hour));
         state.record_first(&key("a"), Memo::AccessRequested);
-        let first = state.verified.lock().unwrap()[&key("a")][&Memo::AccessRequested].1;
+        let first = state.memory.lock().unwrap()[&key("a")].verified[&Memo::AccessRequested].1;
         std::thread::sleep(Duration::from_millis(5));
         state.record_first(&key("a"), Memo::AccessRequested);
         assert_eq!(
-            state.verified.lock().unwrap()[&key("a")][&Memo::AccessRequested].1,
+            state.memory.lock().unwrap()[&key("a")].verified[&Memo::AccessRequested].1,
             first,
             "the first time is kept"
         );
