@@ -282,6 +282,12 @@ pub enum Leadership {
     Stopped,
 }
 
+/// The message a panic was raised with, if it has one (`panic!` with a
+/// literal gives a `&str`, with arguments a `String`).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
 /// The Wasm side's failures, each as the host's variant of the same name.
 impl From<crate::plugin::Error> for Error {
     fn from(e: crate::plugin::Error) -> Self {

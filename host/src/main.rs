@@ -103,6 +103,25 @@ impl RegistryArgs {
     }
 }
 
+/// How much the host logs.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Verbosity {
+    Error,
+    Info,
+    Debug,
+}
+
+impl Verbosity {
+    /// The level's name in a tracing filter.
+    fn level(self) -> &'static str {
+        match self {
+            Verbosity::Error => "error",
+            Verbosity::Info => "info",
+            Verbosity::Debug => "debug",
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,
@@ -119,8 +138,8 @@ struct ProviderArgs {
     #[arg(long, env = "PROVIDER_NAME")]
     provider_name: String,
     /// Log level: error, info or debug (any case); RUST_LOG overrides it.
-    #[arg(short = 'v', long, default_value = "info", value_parser = ["error", "info", "debug", "ERROR", "INFO", "DEBUG", "Error", "Info", "Debug"])]
-    verbosity: String,
+    #[arg(short = 'v', long, value_enum, ignore_case = true, default_value = "info")]
+    verbosity: Verbosity,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -211,7 +230,7 @@ impl ProviderArgs {
     }
 
     fn init_logging(&self) {
-        let level = self.verbosity.to_lowercase();
+        let level = self.verbosity.level();
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn")));
         // Colour only on a terminal, and never with NO_COLOR (no-color.org).
@@ -219,9 +238,9 @@ impl ProviderArgs {
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
         // With debug logs, each step's span reports its time when it closes
         // (plugin calls, gathering, every apply and copy, the status write).
-        let spans = match level.as_str() {
-            "debug" => tracing_subscriber::fmt::format::FmtSpan::CLOSE,
-            _ => tracing_subscriber::fmt::format::FmtSpan::NONE,
+        let spans = match self.verbosity {
+            Verbosity::Debug => tracing_subscriber::fmt::format::FmtSpan::CLOSE,
+            Verbosity::Error | Verbosity::Info => tracing_subscriber::fmt::format::FmtSpan::NONE,
         };
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -339,9 +358,7 @@ fn install_panic_hook() {
 }
 
 fn panic_line(info: &std::panic::PanicHookInfo<'_>) -> String {
-    let payload = info.payload();
-    let message =
-        payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    let message = service_provider_host::error::panic_message(info.payload());
     let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
     format!("internal error (a bug): {}{at}", message.unwrap_or("panic").replace('\n', " "))
 }

@@ -105,7 +105,9 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     // every other instance, goes on.
     let result = match AssertUnwindSafe(reconcile_instance(object, &ctx)).catch_unwind().await {
         Ok(result) => result,
-        Err(panic) => Err(Error::Panic { message: panic_message(panic.as_ref()) }),
+        Err(panic) => Err(Error::Panic {
+            message: crate::error::panic_message(panic.as_ref()).unwrap_or("a panic without a message").to_string(),
+        }),
     };
     let ended = match &result {
         Ok((outcome, _)) => Ended::Done(*outcome),
@@ -120,14 +122,6 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
         ctx.instances.succeeded(&key);
     }
     result.map(|(_, action)| action)
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// Requeue policy on errors: "not yet" (deletion in progress) waits as asked;
