@@ -156,43 +156,70 @@ fn evict_from_page_cache(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where CPU goes, in the order of [`cpu_seconds`]: each cluster's API
-/// server and etcd, the host, and this process (the simulators and the
+/// CPU seconds of each process a run measures: each cluster's API server
+/// and etcd, the host, and this process (the simulators and the
 /// benchmark's own watches). On a small machine they all share the cores,
 /// so a busy harness slows everything it measures.
-const PROCESSES: [&str; 5] = ["platform", "onboarding", "control plane", "host", "harness"];
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    platform: f64,
+    onboarding: f64,
+    control_plane: f64,
+    host: f64,
+    harness: f64,
+}
 
-/// Where the host is in [`PROCESSES`].
-const HOST: usize = 3;
-
-/// CPU seconds so far of each of [`PROCESSES`].
-fn cpu_seconds(env: &TestEnv, host: u32) -> anyhow::Result<[f64; 5]> {
-    let mut out = [0.0; 5];
-    for (slot, cluster) in out.iter_mut().zip([&env.platform, &env.onboarding, &env.control_plane]) {
-        let (apiserver, etcd) = cluster.pids();
-        *slot = usage(apiserver)?.1 + usage(etcd)?.1;
+impl Cpu {
+    /// Each process's seconds as `(name, seconds)`.
+    fn by_process(self) -> [(&'static str, f64); 5] {
+        [
+            ("platform", self.platform),
+            ("onboarding", self.onboarding),
+            ("control plane", self.control_plane),
+            ("host", self.host),
+            ("harness", self.harness),
+        ]
     }
-    out[HOST] = usage(host)?.1;
-    out[4] = usage(std::process::id())?.1;
-    Ok(out)
+
+    /// What each process used since `before`.
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            platform: self.platform - before.platform,
+            onboarding: self.onboarding - before.onboarding,
+            control_plane: self.control_plane - before.control_plane,
+            host: self.host - before.host,
+            harness: self.harness - before.harness,
+        }
+    }
+
+    fn describe(self) -> String {
+        self.by_process().iter().map(|(c, s)| format!("{c} {s:.1}")).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The CPU seconds of every process but the host, over the machine's
+    /// cores: the least a phase can take for the API servers and the
+    /// harness to do their part of it, however little CPU the host itself
+    /// used. It follows the machine's speed of the hour, not the host's
+    /// cost, so it tells a slow hour from a slower host.
+    fn without_host(self) -> f64 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        (self.platform + self.onboarding + self.control_plane + self.harness) / cores
+    }
 }
 
-fn cpu_delta(after: [f64; 5], before: [f64; 5]) -> [f64; 5] {
-    std::array::from_fn(|i| after[i] - before[i])
-}
-
-fn describe_cpu(cpu: [f64; 5]) -> String {
-    PROCESSES.iter().zip(cpu).map(|(c, s)| format!("{c} {s:.1}")).collect::<Vec<_>>().join(", ")
-}
-
-/// The CPU seconds of every process but the host, over the machine's cores:
-/// the least a phase can take for the API servers and the harness to do
-/// their part of it, however little CPU the host itself used. It follows
-/// the machine's speed of the hour, not the host's cost, so it tells a slow
-/// hour from a slower host.
-fn without_host(cpu: [f64; 5]) -> f64 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    (cpu.iter().sum::<f64>() - cpu[HOST]) / cores
+/// CPU seconds so far of each process of a run.
+fn cpu_seconds(env: &TestEnv, host: u32) -> anyhow::Result<Cpu> {
+    let cluster = |c: &envtest::Cluster| -> anyhow::Result<f64> {
+        let (apiserver, etcd) = c.pids();
+        Ok(usage(apiserver)?.1 + usage(etcd)?.1)
+    };
+    Ok(Cpu {
+        platform: cluster(&env.platform)?,
+        onboarding: cluster(&env.onboarding)?,
+        control_plane: cluster(&env.control_plane)?,
+        host: usage(host)?.1,
+        harness: usage(std::process::id())?.1,
+    })
 }
 
 /// The service objects as a watch sees them: counting from it costs the
@@ -234,8 +261,8 @@ struct Result {
     converge: BTreeMap<(String, String), u64>,
     steady: BTreeMap<(String, String), u64>,
     deletion: BTreeMap<(String, String), u64>,
-    cpu_converge: [f64; 5],
-    cpu_deletion: [f64; 5],
+    cpu_converge: Cpu,
+    cpu_deletion: Cpu,
     peak_rss_kib: u64,
     peak_anon_kib: u64,
     cpu_seconds: f64,
@@ -397,8 +424,8 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         converge: delta(&converged, &before),
         steady: delta(&steady_end, &converged),
         deletion: delta(&after, &steady_end),
-        cpu_converge: cpu_delta(cpu_converged, cpu_before),
-        cpu_deletion: cpu_delta(cpu_after, cpu_steady),
+        cpu_converge: cpu_converged.since(cpu_before),
+        cpu_deletion: cpu_after.since(cpu_steady),
         peak_rss_kib,
         peak_anon_kib,
         cpu_seconds,
@@ -479,10 +506,10 @@ fn table(results: &[Result]) -> String {
             r.instances,
             if r.steady.is_empty() { "no requests".to_string() } else { describe(&r.steady) },
             describe(&r.deletion),
-            describe_cpu(r.cpu_converge),
-            describe_cpu(r.cpu_deletion),
-            without_host(r.cpu_converge),
-            without_host(r.cpu_deletion),
+            r.cpu_converge.describe(),
+            r.cpu_deletion.describe(),
+            r.cpu_converge.without_host(),
+            r.cpu_deletion.without_host(),
         ));
     }
     out
