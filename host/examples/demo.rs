@@ -28,10 +28,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
+use service_provider_host::controller::{self, Settings};
+use service_provider_host::controller::{init, watch};
 use service_provider_host::metrics::Metrics;
-use service_provider_host::operator::{self, Settings};
 use service_provider_host::plugin::sandbox::{Limits, Sandbox};
-use service_provider_host::{clusters, init, render, resource, watch};
+use service_provider_host::{clusters, render, resource};
 use service_provider_sdk::contract::Cluster;
 
 const POD_NAMESPACE: &str = "openmcp-system";
@@ -232,20 +233,20 @@ async fn main() -> anyhow::Result<()> {
         clusters::client_from_kubeconfig(env.platform.kubeconfig_yaml(), Cluster::Platform, &metrics).await?;
 
     step("service-provider-host init: CRDs by label, service kind registered (onboarding access via openmcp)");
-    operator::init(&planner, &settings, counted_platform.clone(), &metrics).await?;
+    controller::init(&planner, &settings, counted_platform.clone(), &metrics).await?;
     let sp = providers.get(provider).await?;
     println!("    ServiceProvider {provider} status.resources = {}", sp.data["status"]["resources"]);
 
     step("service-provider-host run (controller), ProviderConfig and its sources from examples/");
-    let counted_onboarding = operator::onboarding_client(
+    let counted_onboarding = controller::onboarding_client(
         &counted_platform,
         &settings,
         planner.descriptor(),
-        operator::Onboard::Run,
+        controller::Onboard::Run,
         &metrics,
     )
     .await?;
-    let ctx = std::sync::Arc::new(operator::context(
+    let ctx = std::sync::Arc::new(controller::context(
         planner,
         &settings,
         counted_platform,

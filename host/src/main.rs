@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use service_provider_host::clusters;
+use service_provider_host::controller::server;
+use service_provider_host::controller::{self, Endpoints, InitOptions, Settings};
 use service_provider_host::metrics::Metrics;
-use service_provider_host::operator::{self, Endpoints, InitOptions, Settings};
 use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::{Limits, Sandbox};
 use service_provider_host::plugin::{load, oci};
 use service_provider_host::render::{self, Request};
-use service_provider_host::{clusters, server};
 
 /// Where the container image puts the plugin.
 const DEFAULT_PLUGIN: &str = "/plugins/provider.wasm";
@@ -215,7 +216,8 @@ impl ProviderArgs {
         let pod_namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()).context(
             "POD_NAMESPACE is not set: the provider needs to know its own namespace (source Secrets and onboarding requests live there); set it from the downward API (fieldRef metadata.namespace)",
         )?;
-        let adoption = service_provider_host::adopt::Adoption::new(&self.adopt_from).map_err(anyhow::Error::msg)?;
+        let adoption =
+            service_provider_host::reconcile::adopt::Adoption::new(&self.adopt_from).map_err(anyhow::Error::msg)?;
         Ok(Settings {
             adoption,
             provider_name: self.provider_name.clone(),
@@ -390,7 +392,7 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
                 register_service_kind: args.register_service_kind,
                 service_provider_timeout: Duration::from_secs(args.service_provider_timeout_seconds),
             };
-            operator::init_with(&plugin, &settings, platform, &metrics, &options).await?;
+            controller::init_with(&plugin, &settings, platform, &metrics, &options).await?;
         }
         Command::Run(args) => {
             args.provider.init_logging();
@@ -402,7 +404,7 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
             let plugin = args.provider.plugin.load().await?;
             let metrics = Metrics::new();
             let platform = clusters::platform_client(&metrics).await?;
-            operator::run(plugin, &settings, endpoints, args.leader_elect, platform, metrics).await?;
+            controller::run(plugin, &settings, endpoints, args.leader_elect, platform, metrics).await?;
         }
         Command::Render(args) => {
             let plugin = args.plugin.load().await?;

@@ -19,7 +19,7 @@ pub const LABEL_COPY_OF: &str = "service-provider.open-control-plane.io/copy-of"
 pub const ANNOTATION_COPY_OF: &str = "service-provider.open-control-plane.io/copy-of";
 /// Exact instance identity, `<namespace>/<name>` (labels may be shortened).
 pub const ANNOTATION_INSTANCE: &str = "service-provider.open-control-plane.io/instance";
-/// Hash of what the host applied (see [`crate::apply`]).
+/// Hash of what the host applied (see [`crate::reconcile::apply`]).
 pub const ANNOTATION_APPLIED: &str = "service-provider.open-control-plane.io/applied-hash";
 
 /// The field managers whose names mark the host's own writes (every

@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{CleanupPlan, CopyKind, KubeconfigRef, ObjectCopy, PlanError, ServiceStatus};
 
-use crate::access::{KUBECONFIG_KEY, Target};
-use crate::gather;
 use crate::instance::Instance;
 use crate::plugin::plan::{self, CheckedPlan, Planner, Step};
-use crate::{Category, Error, status};
+use crate::reconcile::access::{KUBECONFIG_KEY, Target};
+use crate::reconcile::gather;
+use crate::reconcile::status;
+use crate::{Category, Error};
 
 /// Everything `render` needs besides the plugin.
 #[derive(Debug, Clone)]

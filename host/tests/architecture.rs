@@ -1,8 +1,12 @@
-//! The shape of `host/src`, checked: dependencies between the top-level
-//! modules point one way (no module imports a module that imports it back,
-//! directly or through others), and the leaves stay leaves. How a module is
-//! cut into files is a matter of cohesion, for the review of the change: a
-//! line limit would split by size.
+//! The shape of `host/src`, checked: three wings (the Wasm side in
+//! `plugin/`, one reconcile in `reconcile/`, the controller in
+//! `controller/`) on the cluster side's ground. Dependencies between rooms
+//! (a wing's children, the other top-level modules) point one way: no room
+//! imports a room that imports it back, directly or through others; the
+//! wings call downwards only (controller → reconcile → plugin), a step of
+//! the reconcile never reaches back into the paths that call it, and the
+//! leaves stay leaves. How a room is cut into files is a matter of
+//! cohesion, for the review of the change: a line limit would split by size.
 //!
 //! Run alone with `task lint` or `cargo test -p service-provider-host --test architecture`.
 
@@ -24,80 +28,165 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file belongs to (`apply/prune.rs` → `apply`);
-/// `None` for the crate roots.
-fn module_of(file: &Path) -> Option<String> {
+/// The three wings of the host: the Wasm side, one reconcile, the
+/// controller around it. Each child of a wing is a room of its own; the
+/// other top-level modules are the cluster side's ground.
+const WINGS: &[&str] = &["plugin", "reconcile", "controller"];
+
+/// The module a file defines, as a path from the crate root
+/// (`reconcile/apply/copy.rs` → `reconcile::apply::copy`, a `mod.rs` its
+/// folder's); empty for the crate roots.
+fn module_path(file: &Path) -> Vec<String> {
     let relative = file.strip_prefix(src()).expect("under src");
-    let first = relative.components().next()?.as_os_str().to_string_lossy().to_string();
-    match first.strip_suffix(".rs") {
-        Some("lib" | "main") => None,
-        Some(name) => Some(name.to_string()),
-        None => Some(first),
+    let mut path: Vec<String> = relative.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
+    let last = path.pop().expect("a file name");
+    let stem = last.strip_suffix(".rs").unwrap_or(&last).to_string();
+    match stem.as_str() {
+        "mod" => {}
+        "lib" | "main" if path.is_empty() => {}
+        _ => path.push(stem),
+    }
+    path
+}
+
+/// The room a module lies in: a wing's child (`reconcile::apply::copy` →
+/// `reconcile/apply`), a wing's own `mod.rs`, or a top-level module; `None`
+/// for the crate roots.
+fn room_of_module(path: &[String]) -> Option<String> {
+    let first = path.first()?;
+    match path.get(1) {
+        Some(second) if WINGS.contains(&first.as_str()) => Some(format!("{first}/{second}")),
+        _ => Some(first.clone()),
     }
 }
 
-/// The top-level modules named after `crate::` in code (comments skipped),
-/// including every item of a `crate::{a, b::c}` group.
-fn crate_references(text: &str) -> BTreeSet<String> {
-    let code: String =
-        text.lines().filter(|line| !line.trim_start().starts_with("//")).map(|line| format!("{line}\n")).collect();
-    let mut found = BTreeSet::new();
-    let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
-        // Not part of a longer path such as `some_crate::`.
-        let before = rest[..at].chars().last();
-        rest = &rest[at + "crate::".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            continue;
+/// The room a referenced path (`crate::reconcile::Context`) lands in: the
+/// deepest room it names; a name the crate root re-exports (`crate::Error`)
+/// is `error`'s.
+fn room_of_reference(path: &[String], rooms: &BTreeSet<String>) -> Option<String> {
+    let first = path.first()?;
+    if let Some(second) = path.get(1)
+        && WINGS.contains(&first.as_str())
+        && rooms.contains(&format!("{first}/{second}"))
+    {
+        return Some(format!("{first}/{second}"));
+    }
+    Some(if rooms.contains(first) { first.clone() } else { "error".to_string() })
+}
+
+/// Code of `text` without its comment lines and without the unit tests at
+/// its end (they may use whatever they test with).
+fn code(text: &str) -> String {
+    let mut code = String::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let line = line.trim_start();
+        if line.starts_with("#[cfg(test)]")
+            && lines.peek().is_some_and(|next| next.trim_start().starts_with("mod tests"))
+        {
+            break;
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 1;
-            let mut item = String::new();
-            let mut at_start = true;
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 1 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 1 => {
-                        if !item.is_empty() {
-                            found.insert(std::mem::take(&mut item));
-                        }
-                        at_start = true;
-                    }
-                    c if at_start && (c.is_alphanumeric() || c == '_') => item.push(c),
-                    _ if at_start && !item.is_empty() => {
-                        found.insert(std::mem::take(&mut item));
-                        at_start = false;
-                    }
-                    _ => {}
+        if !line.starts_with("//") {
+            code.push_str(line);
+            code.push('\n');
+        }
+    }
+    code
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Parses one use tree (`a::b`, `a::{self, b::{c, d}}`, `a as b`, `*`)
+/// below `prefix` into the paths it names; returns the rest of `text`.
+fn use_tree<'t>(text: &'t str, prefix: &[String], out: &mut Vec<Vec<String>>) -> &'t str {
+    let text = text.trim_start();
+    if let Some(mut rest) = text.strip_prefix('{') {
+        loop {
+            rest = rest.trim_start();
+            if let Some(after) = rest.strip_prefix('}') {
+                return after;
+            }
+            if let Some(after) = rest.strip_prefix(',') {
+                rest = after;
+                continue;
+            }
+            let before = rest.len();
+            rest = use_tree(rest, prefix, out);
+            if rest.len() == before {
+                // Not a tree (a `*`, a stray character): step over it.
+                rest = &rest[rest.chars().next().map_or(0, char::len_utf8)..];
+            }
+            if rest.is_empty() {
+                return rest;
+            }
+        }
+    }
+    let ident: String = text.chars().take_while(|c| is_ident(*c)).collect();
+    if ident.is_empty() {
+        out.push(prefix.to_vec());
+        return text;
+    }
+    let mut path = prefix.to_vec();
+    if ident != "self" {
+        path.push(ident.clone());
+    }
+    let rest = &text[ident.len()..];
+    if let Some(after) = rest.strip_prefix("::") {
+        return use_tree(after, &path, out);
+    }
+    out.push(path);
+    // `x as y`: the alias names nothing new.
+    match rest.trim_start().strip_prefix("as ") {
+        Some(alias) => alias.trim_start().trim_start_matches(is_ident),
+        None => rest,
+    }
+}
+
+/// The paths the code of `file` names from the crate root: every
+/// `crate::…` (groups included) and every `super::…`, resolved from the
+/// file's own module.
+fn references(file: &Path, text: &str) -> BTreeSet<Vec<String>> {
+    let code = code(text);
+    let module = module_path(file);
+    let mut out = Vec::new();
+    for (anchor, relative) in [("crate::", false), ("super::", true)] {
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find(anchor) {
+            // Not part of a longer path (`some_crate::`, `super::super::`).
+            let before = rest[..at].chars().last();
+            rest = &rest[at + anchor.len()..];
+            if before.is_some_and(|c| is_ident(c) || c == ':') {
+                continue;
+            }
+            let mut base = if relative { module.clone() } else { Vec::new() };
+            if relative {
+                base.pop();
+                while let Some(after) = rest.strip_prefix("super::") {
+                    base.pop();
+                    rest = after;
                 }
             }
-            if !item.is_empty() {
-                found.insert(item);
-            }
-        } else {
-            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            found.insert(name);
+            rest = use_tree(rest, &base, &mut out);
         }
     }
-    found
+    out.into_iter().filter(|path| !path.is_empty()).collect()
 }
 
-/// Module → the modules it references, for every module of the crate.
+/// Room → the rooms its code references, for every room of the crate.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     rust_files(&src(), &mut files);
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(f)).collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = modules.iter().map(|m| (m.clone(), BTreeSet::new())).collect();
+    let rooms: BTreeSet<String> = files.iter().filter_map(|f| room_of_module(&module_path(f))).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = rooms.iter().map(|m| (m.clone(), BTreeSet::new())).collect();
     for file in &files {
-        let Some(module) = module_of(file) else { continue };
+        let Some(room) = room_of_module(&module_path(file)) else { continue };
         let text = std::fs::read_to_string(file).expect("readable source file");
-        for target in crate_references(&text) {
-            // `crate::Error` and friends are re-exports of `error`.
-            let target = if modules.contains(&target) { target } else { "error".to_string() };
-            if target != module {
-                graph.get_mut(&module).expect("known module").insert(target);
+        for path in references(file, &text) {
+            let Some(target) = room_of_reference(&path, &rooms) else { continue };
+            if target != room {
+                graph.get_mut(&room).expect("known room").insert(target);
             }
         }
     }
@@ -135,11 +224,11 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 }
 
 #[test]
-fn module_dependencies_have_no_cycles() {
+fn rooms_have_no_circles() {
     let graph = graph();
-    assert!(graph.len() > 10, "found the modules: {graph:?}");
+    assert!(graph.len() > 25, "found the rooms: {graph:?}");
     if let Some(cycle) = find_cycle(&graph) {
-        panic!("import cycle between host modules: {}", cycle.join(" → "));
+        panic!("import circle between host rooms: {}", cycle.join(" → "));
     }
     // The leaves stay leaves: at most the ground floor below them.
     for leaf in ["resource", "owner", "metrics", "syntax"] {
@@ -152,19 +241,79 @@ fn module_dependencies_have_no_cycles() {
 /// metrics label trait.
 const GROUND: &[&str] = &["syntax", "metrics"];
 
-/// Code of `text` without its comment lines.
-fn code(text: &str) -> String {
-    text.lines().filter(|line| !line.trim_start().starts_with("//")).map(|line| format!("{line}\n")).collect()
+/// The wing a room belongs to, if any.
+fn wing(room: &str) -> Option<&str> {
+    let first = room.split('/').next()?;
+    WINGS.iter().copied().find(|w| *w == first)
+}
+
+/// The breaches of the one-way rule between the wings in `graph`, as
+/// `from → to`: nothing but the controller uses the controller; the Wasm
+/// side uses no other wing; the cluster side's ground uses neither the
+/// reconcile nor the controller, but `error`, which wraps the errors of
+/// the reconcile's steps, and `render`, which runs them on files.
+fn wrong_way(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut found = Vec::new();
+    for (from, targets) in graph {
+        for to in targets {
+            let (from_wing, to_wing) = (wing(from), wing(to));
+            let wrong = match (from_wing, to_wing) {
+                (Some(a), Some(b)) if a == b => false,
+                (_, Some("controller")) => true,
+                (Some("plugin"), _) => !GROUND.contains(&to.as_str()),
+                (Some("reconcile"), Some(_)) => false,
+                (None, Some("reconcile")) => !["error", "render"].contains(&from.as_str()),
+                _ => false,
+            };
+            if wrong {
+                found.push(format!("{from} → {to}"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_wings_point_one_way() {
+    let graph = graph();
+    let wrong = wrong_way(&graph);
+    assert!(wrong.is_empty(), "imports against the wings' one-way rule: {wrong:?}");
+}
+
+/// The rooms of `reconcile/` that are its paths, not its steps: the entry
+/// point, the live and the deletion path, how an instance reaches its
+/// clusters, and the context they share.
+const PATHS: &[&str] = &["reconcile", "reconcile/live", "reconcile/deletion", "reconcile/reach", "reconcile/context"];
+
+/// The steps of the reconcile (`reconcile/access`, `gather`, `apply`,
+/// `status`, and what they share) take named values from the paths and
+/// hand named values back; none reaches into a path or the context.
+#[test]
+fn a_step_does_not_reach_back_into_the_reconcile() {
+    let graph = graph();
+    let steps: Vec<&String> =
+        graph.keys().filter(|room| wing(room) == Some("reconcile") && !PATHS.contains(&room.as_str())).collect();
+    assert!(steps.len() >= 6, "found the steps: {steps:?}");
+    for step in steps {
+        let back: Vec<&String> = graph[step].iter().filter(|to| PATHS.contains(&to.as_str())).collect();
+        assert!(back.is_empty(), "{step} reaches back into the reconcile's paths: {back:?}");
+    }
 }
 
 /// What a file of the Wasm side breaks of its walls: a use of kube or
-/// k8s-openapi, or a host module outside `plugin/` but the ground floor.
-fn breaches(text: &str) -> Vec<String> {
+/// k8s-openapi, or a room outside `plugin/` but the ground floor (for the
+/// sandbox, outside `plugin/sandbox`).
+fn breaches(file: &Path, text: &str) -> Vec<String> {
     let code = code(text);
-    let mut found: Vec<String> = crate_references(text)
+    let inside = if file.starts_with(src().join("plugin/sandbox")) { "plugin/sandbox" } else { "plugin" };
+    let mut found: Vec<String> = references(file, text)
         .into_iter()
-        .filter(|m| m != "plugin" && !GROUND.contains(&m.as_str()))
-        .map(|m| format!("crate::{m}"))
+        .filter(|path| {
+            let room = room_of_reference(path, &rooms()).unwrap_or_default();
+            let within = room == inside || room.starts_with(&format!("{inside}/"));
+            !within && !GROUND.contains(&room.as_str())
+        })
+        .map(|path| format!("crate::{}", path.join("::")))
         .collect();
     for library in ["kube", "k8s_openapi", "kube_runtime", "kube_client"] {
         let used = code
@@ -175,6 +324,10 @@ fn breaches(text: &str) -> Vec<String> {
         }
     }
     found
+}
+
+fn rooms() -> BTreeSet<String> {
+    graph().into_keys().collect()
 }
 
 /// The Wasm side (`plugin/`: loading, the sandbox, OCI, the grant, plan
@@ -189,24 +342,38 @@ fn the_wasm_side_knows_no_cluster() {
     assert!(files.len() > 20, "found the plugin side: {files:?}");
     for file in &files {
         let text = std::fs::read_to_string(file).expect("readable source file");
-        let breaches = breaches(&text);
-        assert!(breaches.is_empty(), "{} reaches out of plugin/: {breaches:?}", file.display());
-        if file.starts_with(src().join("plugin/sandbox")) {
-            let code = code(&text);
-            for other in ["grant", "plan", "load", "oci", "source", "Error"] {
-                let path = format!("crate::plugin::{other}");
-                assert!(!code.contains(&path), "{} (the sandbox) uses {path}", file.display());
-            }
-        }
+        let breaches = breaches(file, &text);
+        assert!(breaches.is_empty(), "{} reaches out of its walls: {breaches:?}", file.display());
     }
 }
 
 #[test]
-fn the_checker_sees_cycles_and_groups() {
-    let refs = crate_references(
-        "use crate::{Error, apply::{self, Change}, plan};\nlet x = crate::status::now();\n// crate::commented",
-    );
-    assert_eq!(refs, BTreeSet::from(["Error".into(), "apply".into(), "plan".into(), "status".into()]));
+fn the_checker_sees_circles_groups_and_wrong_ways() {
+    let file = src().join("reconcile/apply/copy.rs");
+    let text = "use crate::{Error, plugin::{self, plan::Step as S}, syntax};\n\
+                use super::{budget, prune::Plan};\nuse super::super::Context;\n\
+                let x = crate::reconcile::status::now();\n// crate::commented\n\
+                #[cfg(test)]\nmod tests {\n    use crate::controller::Settings;\n}";
+    let paths: BTreeSet<String> = references(&file, text).into_iter().map(|p| p.join("::")).collect();
+    let expected = [
+        "Error",
+        "plugin",
+        "plugin::plan::Step",
+        "syntax",
+        "reconcile::apply::budget",
+        "reconcile::apply::prune::Plan",
+        "reconcile::Context",
+        "reconcile::status::now",
+    ];
+    assert_eq!(paths, expected.iter().map(|p| p.to_string()).collect::<BTreeSet<_>>());
+    let rooms = rooms();
+    let room = |p: &[&str]| room_of_reference(&p.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &rooms);
+    assert_eq!(room(&["reconcile", "Context"]).as_deref(), Some("reconcile"));
+    assert_eq!(room(&["reconcile", "apply", "copy"]).as_deref(), Some("reconcile/apply"));
+    assert_eq!(room(&["Error"]).as_deref(), Some("error"));
+    assert_eq!(module_path(&file), ["reconcile", "apply", "copy"]);
+    assert_eq!(module_path(&src().join("reconcile/apply/mod.rs")), ["reconcile", "apply"]);
+
     let mut graph = BTreeMap::new();
     graph.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
     graph.insert("b".to_string(), BTreeSet::from(["c".to_string()]));
@@ -214,9 +381,36 @@ fn the_checker_sees_cycles_and_groups() {
     assert_eq!(find_cycle(&graph), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
     graph.get_mut("c").unwrap().clear();
     assert_eq!(find_cycle(&graph), None);
+
+    // The one-way rule between the wings.
+    let edges = |pairs: &[(&str, &str)]| {
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, to) in pairs {
+            graph.entry(from.to_string()).or_default().insert(to.to_string());
+        }
+        graph
+    };
+    let fine = edges(&[
+        ("controller/run", "reconcile"),
+        ("reconcile/live", "plugin/plan"),
+        ("reconcile/apply", "clusters"),
+        ("error", "reconcile/adopt"),
+        ("plugin/grant", "syntax"),
+    ]);
+    assert!(wrong_way(&fine).is_empty(), "{:?}", wrong_way(&fine));
+    let wrong = edges(&[("reconcile/live", "controller"), ("plugin/plan", "clusters"), ("stores", "reconcile/apply")]);
+    assert_eq!(
+        wrong_way(&wrong),
+        ["plugin/plan → clusters", "reconcile/live → controller", "stores → reconcile/apply"]
+    );
+
     // The walls of the Wasm side.
-    let inside = "use crate::plugin::grant::Denial;\nuse crate::syntax;\n// kube::Client in a comment\nlet ns = \"kube-system\";";
-    assert!(breaches(inside).is_empty(), "{:?}", breaches(inside));
-    let out = "use kube::Client;\nuse crate::status::MAX;\nfn f(_: k8s_openapi::ByteString) {}";
-    assert_eq!(breaches(out), ["crate::status", "kube", "k8s_openapi"]);
+    let grant = src().join("plugin/grant/mod.rs");
+    let inside = "use crate::plugin::sandbox::Limits;\nuse crate::syntax;\n// kube::Client in a comment\nlet ns = \"kube-system\";";
+    assert!(breaches(&grant, inside).is_empty(), "{:?}", breaches(&grant, inside));
+    let out = "use kube::Client;\nuse crate::reconcile::status::MAX;\nfn f(_: k8s_openapi::ByteString) {}";
+    assert_eq!(breaches(&grant, out), ["crate::reconcile::status::MAX", "kube", "k8s_openapi"]);
+    let sandbox = src().join("plugin/sandbox/mod.rs");
+    let reaching = "use crate::plugin::grant::Effective;\nuse super::Error;\nuse crate::plugin::sandbox::limits::X;";
+    assert_eq!(breaches(&sandbox, reaching), ["crate::plugin::Error", "crate::plugin::grant::Effective"]);
 }

@@ -10,14 +10,14 @@ use kube::api::ApiResource;
 use kube::runtime::events::Reporter;
 use service_provider_sdk::contract::{Cluster, Descriptor};
 
-use crate::adopt::Adoption;
-use crate::budget::Budgets;
 use crate::clusters::ClientCache;
 use crate::metrics::Metrics;
 use crate::plugin::grant::Effective;
 use crate::plugin::plan::{Inventory, Planner};
+use crate::reconcile::adopt::Adoption;
+use crate::reconcile::budget::Budgets;
+use crate::reconcile::status::StatusWriter;
 use crate::resource;
-use crate::status::StatusWriter;
 use crate::stores::Stores;
 use crate::stores::blockers::Blockers;
 
@@ -37,7 +37,7 @@ pub struct Context {
     pub(crate) platform: Client,
     pub(crate) onboarding: Client,
     pub(crate) status: StatusWriter,
-    /// What each instance may still write ([`crate::budget`]); the status
+    /// What each instance may still write ([`crate::reconcile::budget`]); the status
     /// writer holds the same.
     pub(crate) budgets: Arc<Budgets>,
     pub(crate) metrics: Arc<Metrics>,
@@ -62,7 +62,7 @@ pub struct Context {
     /// discovery at start ([`crate::clusters::kinds::check`]); the others are
     /// checked on each tenant cluster.
     pub(crate) platform_versions: BTreeSet<String>,
-    /// The watch's stores while the controller runs ([`crate::watch::run`]).
+    /// The watch's stores while the controller runs ([`crate::controller::watch::run`]).
     stores: RwLock<Arc<Stores>>,
 }
 

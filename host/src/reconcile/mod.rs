@@ -1,18 +1,32 @@
 //! One reconcile of one service instance.
 //!
 //! ```text
-//! operation annotations ─▶ finalizer ─┬─▶ apply:   access ─▶ gather ─▶ plan ─▶ apply ─▶ prune ─▶ status
-//!                                     └─▶ cleanup: access ─▶ gather ─▶ cleanup plan ─▶ ordered delete ─▶ prune ─▶ revoke access
+//! operation annotations ─▶ finalizer ─┬─▶ live:     access ─▶ gather ─▶ plan ─▶ apply ─▶ prune ─▶ status
+//!                                     └─▶ deletion: access ─▶ gather ─▶ cleanup plan ─▶ ordered delete ─▶ prune ─▶ revoke access
 //! ```
 //!
-//! [`reconcile`] is the controller's entry point; the two paths live in
-//! [`apply`] and [`cleanup`], the cluster access they share in [`access`],
-//! and the shared state in [`context`].
+//! [`reconcile`] is the controller's entry point; the two paths read as
+//! their steps in [`live`] and [`deletion`], how an instance reaches its
+//! clusters (for both) in [`reach`], the shared state in [`context`].
+//!
+//! The steps are the folders beside them, each one job, none reaching back
+//! into the paths that call them (checked by `tests/architecture.rs`):
+//! [`access`] (openmcp ClusterRequests and AccessRequests), [`gather`] (the
+//! plugin's inputs), [`apply`] (server-side apply, copies, pruning and the
+//! CRD installer), [`status`] (the status and Events), with [`budget`]
+//! (what the host may write for one instance) and [`adopt`] (whose objects
+//! it may take over) beside them.
 
-mod access;
-mod apply;
-mod cleanup;
+pub mod access;
+pub mod adopt;
+pub mod apply;
+pub mod budget;
 pub mod context;
+mod deletion;
+pub(crate) mod gather;
+mod live;
+mod reach;
+pub(crate) mod status;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -58,7 +72,7 @@ pub enum Outcome {
     /// The plan was applied.
     Applied,
     /// The plan's writes wait for the instance's write budget
-    /// ([`crate::budget`]); the status says so.
+    /// ([`crate::reconcile::budget`]); the status says so.
     Limited,
     /// Something only a person can fix; shown in the status.
     InvalidInput,
@@ -197,12 +211,12 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
     let action = finalizer(&api, &finalizer_name, object, |event| async move {
         match event {
             finalizer::Event::Apply(o) => {
-                let (done, action) = apply::apply_instance(&o, provider_config.as_ref(), ctx).await?;
+                let (done, action) = live::run(&o, provider_config.as_ref(), ctx).await?;
                 *outcome_ref = done;
                 Ok(action)
             }
             finalizer::Event::Cleanup(o) => {
-                cleanup::cleanup_instance(&o, provider_config.as_ref(), ctx).await?;
+                deletion::run(&o, provider_config.as_ref(), ctx).await?;
                 *outcome_ref = Outcome::Deleted;
                 Ok(Action::await_change())
             }

@@ -2,7 +2,7 @@
 //! these reflector stores instead of asking the API server again.
 //!
 //! The watches that fill them are the controller's triggers
-//! ([`crate::watch`]), so one watch both wakes an instance and answers its
+//! ([`crate::controller::watch`]), so one watch both wakes an instance and answers its
 //! reads. A store answers only what it covers completely: the ProviderConfig
 //! (watched by name), the AccessRequests the provider made (watched by its
 //! label), the copy sources in the pod namespace (every Secret and
@@ -153,7 +153,7 @@ impl Stores {
     /// [`Lookup::Absent`]: none of *ours* is there, though something foreign
     /// may be. Right for deleting (only ours is ever deleted), and for
     /// creating only with a request that fails on whatever is there (a POST,
-    /// or [`crate::apply::create_or_read`]).
+    /// or [`crate::reconcile::apply::create_or_read`]).
     pub fn ours(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Lookup {
         self.ours_store(api_version, kind).map_or(Lookup::Unknown, |w| w.lookup_ours(namespace, name))
     }

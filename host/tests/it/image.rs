@@ -70,7 +70,7 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
 
     // init, as openmcp's init Job runs it (its ServiceProvider reconciled).
     let providers: Api<DynamicObject> =
-        Api::all_with(f.platform.clone(), &service_provider_host::init::service_provider_resource());
+        Api::all_with(f.platform.clone(), &service_provider_host::controller::init::service_provider_resource());
     let sp: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
         "metadata": {"name": f.provider}, "spec": {"image": "service-provider-host:test"}

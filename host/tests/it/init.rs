@@ -85,7 +85,7 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
         Namespace { metadata: ObjectMeta { name: Some(pod_ns.clone()), ..Default::default() }, ..Default::default() };
     Api::<Namespace>::all(platform_client.clone()).create(&PostParams::default(), &ns).await.unwrap();
     let providers: Api<DynamicObject> =
-        Api::all_with(platform_client.clone(), &service_provider_host::init::service_provider_resource());
+        Api::all_with(platform_client.clone(), &service_provider_host::controller::init::service_provider_resource());
     let sp: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
         "metadata": {"name": provider}, "spec": {"image": "service-provider-host:test"}
@@ -170,7 +170,7 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     let ars: Api<DynamicObject> = Api::namespaced_with(
         platform_client.clone(),
         &pod_ns,
-        &service_provider_host::access::access_request_resource(),
+        &service_provider_host::reconcile::access::access_request_resource(),
     );
     let ar = serde_json::to_value(
         ars.get("kro.services.open-control-plane.io--onboarding-init").await.expect("init AccessRequest"),

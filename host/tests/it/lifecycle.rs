@@ -739,11 +739,11 @@ async fn two_tenants_are_isolated() {
 async fn onboarding_access_is_requested_through_openmcp() {
     let f = Fixture::new(one("mcp-01", true)).await;
     let settings = f.settings();
-    let onboarding = service_provider_host::operator::onboarding_client(
+    let onboarding = service_provider_host::controller::onboarding_client(
         &f.platform,
         &settings,
         plugin().descriptor(),
-        service_provider_host::operator::Onboard::Run,
+        service_provider_host::controller::Onboard::Run,
         &f.metrics,
     )
     .await
@@ -873,8 +873,11 @@ async fn a_workload_request_of_a_former_host_is_relabelled_in_place() {
 pub(crate) async fn workload_cluster_lifecycle(mut f: Fixture, former: bool) {
     let name = "kro.services.open-control-plane.io--mcp-01--wl";
     let tenant = f.tenant("mcp-01");
-    let requests: Api<DynamicObject> =
-        Api::namespaced_with(f.platform.clone(), &tenant, &service_provider_host::access::cluster_request_resource());
+    let requests: Api<DynamicObject> = Api::namespaced_with(
+        f.platform.clone(),
+        &tenant,
+        &service_provider_host::reconcile::access::cluster_request_resource(),
+    );
     let onboarding_namespace = f.ns.clone();
     let purpose = |suffix: &str| format!("{onboarding_namespace}.mcp-01.{suffix}");
     let former_uid = match former {

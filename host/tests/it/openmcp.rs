@@ -186,7 +186,7 @@ async fn a_service_provider_openmcp_deploys_runs_init_and_run_with_its_arguments
     let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
     let f = Fixture::with_openmcp_setup(options, Service::KRO, setup).await;
     let providers: Api<DynamicObject> =
-        Api::all_with(f.platform.clone(), &service_provider_host::init::service_provider_resource());
+        Api::all_with(f.platform.clone(), &service_provider_host::controller::init::service_provider_resource());
     let sp: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
         "metadata": {"name": provider}, "spec": {"image": "example.org/service-provider-host:test"},
@@ -288,7 +288,7 @@ async fn a_workload_cluster_is_granted_by_openmcp_operator() {
 #[tokio::test]
 async fn a_control_plane_deleted_through_openmcp_takes_its_kro_first() {
     use envtest::openmcp::control_plane_resource;
-    use service_provider_host::init;
+    use service_provider_host::controller::init;
 
     let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
     let mut f = Fixture::with_openmcp(options).await;
@@ -336,7 +336,7 @@ async fn a_control_plane_deleted_through_openmcp_takes_its_kro_first() {
     let requests: Api<DynamicObject> = Api::namespaced_with(
         f.platform.clone(),
         &f.tenant("mcp-01"),
-        &service_provider_host::access::cluster_request_resource(),
+        &service_provider_host::reconcile::access::cluster_request_resource(),
     );
     eventually("openmcp deletes the ControlPlane's ClusterRequest", f.wait, || async {
         requests.get_opt("mcp-01").await.unwrap().is_none().then_some(())

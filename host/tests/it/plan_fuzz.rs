@@ -10,10 +10,10 @@ use kube::Resource;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GetParams};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use service_provider_host::apply::decorate;
 use service_provider_host::owner::Owner;
 use service_provider_host::plugin::grant::{Effective, Grant, WriteRule};
 use service_provider_host::plugin::plan::check_plan;
+use service_provider_host::reconcile::apply::decorate;
 use service_provider_host::syntax;
 use service_provider_sdk::contract::{
     ApiKind, Capability, Cluster, Context, CopyKind, Descriptor, DesiredObject, KubeconfigRef, NamespaceScope,

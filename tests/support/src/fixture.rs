@@ -23,8 +23,8 @@ use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, Patch
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use service_provider_host::clusters;
+use service_provider_host::controller::{self, Settings};
 use service_provider_host::metrics::Metrics;
-use service_provider_host::operator::{self, Settings};
 use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::Plugin;
 use service_provider_host::reconcile::Context;
@@ -90,7 +90,7 @@ pub fn rgd_resource() -> ApiResource {
 }
 
 pub fn access_request_resource() -> ApiResource {
-    service_provider_host::access::access_request_resource()
+    service_provider_host::reconcile::access::access_request_resource()
 }
 
 /// A version entry of the ProviderConfig.
@@ -401,7 +401,7 @@ impl Fixture {
         let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
         let mut settings = self.settings();
         tune(&mut settings);
-        operator::context(planner, &settings, platform, onboarding, self.metrics.clone())
+        controller::context(planner, &settings, platform, onboarding, self.metrics.clone())
     }
 
     /// Runs the controller until [`Self::stop_operator`] (or the test ends).
@@ -417,7 +417,7 @@ impl Fixture {
     /// Runs the controller with this context.
     pub fn start_operator_on(&mut self, ctx: Arc<Context>) {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(service_provider_host::watch::run(ctx, async move {
+        let task = tokio::spawn(service_provider_host::controller::watch::run(ctx, async move {
             let _ = stopped.await;
         }));
         self.operator = Some((stop, task));

@@ -4,7 +4,7 @@
 //! and name of a resource) must have the shape Kubernetes gives them, and
 //! the counts are bounded: a plugin may not grow a status without end nor
 //! make one the API server refuses. Free text (messages) is not refused
-//! here; [`crate::status`] bounds it and takes control characters out, and
+//! here; [`crate::reconcile::status`] bounds it and takes control characters out, and
 //! keeps at most [`MAX_CONDITIONS`] conditions in all.
 
 use service_provider_sdk::contract::{ResourceStatus, ServiceStatus};

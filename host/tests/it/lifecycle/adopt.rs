@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use service_provider_host::operator::Settings;
+use service_provider_host::controller::Settings;
 use service_provider_host::owner::LABEL_INSTANCE_NAME;
 
 /// The reference ProviderConfig and its pull secret.
@@ -81,7 +81,7 @@ fn ours(objects: &[DynamicObject], instance: &str) -> bool {
 
 /// The host as run with `--adopt-from service-provider-kro`.
 fn adopting(settings: &mut Settings) {
-    settings.adoption = service_provider_host::adopt::Adoption::new(&[GO_PROVIDER.to_string()]).unwrap();
+    settings.adoption = service_provider_host::reconcile::adopt::Adoption::new(&[GO_PROVIDER.to_string()]).unwrap();
 }
 
 #[tokio::test]

@@ -168,7 +168,7 @@ fn covers(rule: &ObserveRule, o: &Observation) -> bool {
 }
 
 /// What the host itself does with an instance's token on a tenant cluster:
-/// install the plugin's CRDs for that cluster (`run`, see `crate::crds`)
+/// install the plugin's CRDs for that cluster (`run`, see `crate::reconcile::apply::crds`)
 /// and wait for them to be established. Named CRDs only, and only those
 /// the grant's identity lists (its consent to their installation); none
 /// when the plugin brings no CRD there.

@@ -1,7 +1,14 @@
-//! The `init` and `run` subcommands, assembled: cluster access, CRDs,
-//! endpoints, leader election and the controller (`run` in [`run`]).
+//! The controller around one reconcile: the `init` and `run` subcommands
+//! assembled from [`Settings`] (cluster access, CRDs, endpoints, leader
+//! election; `init` in [`init`], `run` in [`run`]), the watches that wake an
+//! instance ([`watch`]) and the health and metrics endpoints ([`server`]).
+//!
+//! It calls into [`crate::reconcile`] and the Wasm side; neither knows it.
 
+pub mod init;
 mod run;
+pub mod server;
+pub mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,13 +22,14 @@ pub use run::run;
 use service_provider_sdk::contract::{Cluster, Descriptor, KubeconfigRef, PolicyRule};
 use tracing::info;
 
-use crate::adopt::Adoption;
 use crate::clusters::onboarding::Onboarding;
 use crate::clusters::{self, client_from_kubeconfig};
 use crate::metrics::Metrics;
 use crate::plugin::plan::Planner;
 use crate::reconcile::Context;
-use crate::{Error, access, init, resource};
+use crate::reconcile::access;
+use crate::reconcile::adopt::Adoption;
+use crate::{Error, resource};
 
 /// Who this provider is and where it runs.
 #[derive(Debug, Clone)]

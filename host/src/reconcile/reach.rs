@@ -6,9 +6,9 @@ use kube::Client;
 use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tracing::warn;
 
+use super::access::{self, Grant, InstanceAccess, Target};
 use super::context::Memo;
 use super::{Context, InstanceKey};
-use crate::access::{self, Grant, InstanceAccess, Target};
 use crate::clusters::kinds;
 use crate::error::{AccessFailure, Error};
 use crate::instance::Instance;

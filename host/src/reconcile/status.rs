@@ -8,7 +8,7 @@
 //! status and therefore no write), and keeping conditions the plugin did not
 //! mention. The helpers mirror the openmcp runtime's status helpers.
 //!
-//! What it writes is bounded ([`crate::budget`]): a status is at most
+//! What it writes is bounded ([`crate::reconcile::budget`]): a status is at most
 //! [`MAX_STATUS_BYTES`] (the plugin's messages are cut first), a change of
 //! messages only is written at most every [`budget::MESSAGE_INTERVAL`],
 //! and an instance's writes to the onboarding cluster have a budget. What
@@ -25,10 +25,10 @@ use serde_json::{Value, json};
 use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ResourceStatus, ServiceStatus};
 use tracing::warn;
 
-use crate::budget::{self, Budgets, Limit};
 use crate::error::Input;
 use crate::metrics::Metrics;
 use crate::plugin::plan::report::{CONDITION_LIMITED, MAX_CONDITIONS};
+use crate::reconcile::budget::{self, Budgets, Limit};
 use crate::{Error, syntax};
 
 pub const PHASE_PROGRESSING: &str = "Progressing";
@@ -366,7 +366,7 @@ pub struct StatusWriter {
     /// count, keeping its note), so a new Ready message would never be
     /// seen. The writer publishes only on changes, so nothing floods.
     pub reporter: Reporter,
-    /// What each instance may still write ([`crate::budget`]).
+    /// What each instance may still write ([`crate::reconcile::budget`]).
     pub budgets: Arc<Budgets>,
     pub metrics: Arc<Metrics>,
 }

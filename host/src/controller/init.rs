@@ -1,5 +1,5 @@
 //! `init`: install the plugin's CRDs on the cluster each belongs on
-//! ([`crate::crds`]), and register the service kind at the ServiceProvider. Any failure is an error
+//! ([`crate::reconcile::apply::crds`]), and register the service kind at the ServiceProvider. Any failure is an error
 //! (the Go provider logs and exits 0, hiding broken installs).
 
 use std::time::{Duration, Instant};
@@ -10,9 +10,10 @@ use serde_json::json;
 use service_provider_sdk::contract::{Cluster, Descriptor};
 use tracing::info;
 
-use crate::adopt::Adoption;
+use crate::Error;
 use crate::plugin::grant::Effective;
-use crate::{Error, crds};
+use crate::reconcile::adopt::Adoption;
+use crate::reconcile::apply::crds;
 
 pub fn service_provider_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(

@@ -9,14 +9,14 @@ use kube_lease_manager::LeaseManagerBuilder;
 use service_provider_sdk::contract::Cluster;
 use tracing::{info, warn};
 
-use super::{Endpoints, Settings, context, onboarding, probe};
+use super::server::{self, Health};
+use super::{Endpoints, Settings, context, onboarding, probe, watch};
 use crate::clusters::kinds;
 use crate::clusters::onboarding::Onboarding;
 use crate::error::Leadership;
 use crate::metrics::Metrics;
 use crate::plugin::plan::Planner;
-use crate::server::{self, Health};
-use crate::{Error, resource, watch};
+use crate::{Error, resource};
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();

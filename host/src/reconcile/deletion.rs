@@ -13,11 +13,12 @@ use service_provider_sdk::contract::{
 };
 use tracing::{info, warn};
 
-use super::access::{check_kinds, current_request, instance_access, remaining_access};
+use super::access::{self, InstanceAccess, Target};
+use super::apply::{self, Scope};
 use super::context::Memo;
+use super::reach::{check_kinds, current_request, instance_access, remaining_access};
 use super::{Context, InstanceKey, WAIT, key_of, not_yet, timed};
-use crate::access::{self, InstanceAccess, Target};
-use crate::apply::{self, Scope};
+use super::{gather, status};
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::owner::Owner;
@@ -25,15 +26,11 @@ use crate::plugin::plan::scope::scope_namespace;
 use crate::plugin::plan::{self, Inventory};
 use crate::stores::Lookup;
 use crate::stores::blockers::Wanted;
-use crate::{Error, gather, resource, status};
+use crate::{Error, resource};
 
 /// Deletion. Returns `Ok` only when everything is gone, so the finalizer
 /// helper removes the finalizer only then; `Error::NotYet` keeps it.
-pub(super) async fn cleanup_instance(
-    object: &DynamicObject,
-    provider_config: Option<&Value>,
-    ctx: &Context,
-) -> Result<(), Error> {
+pub(super) async fn run(object: &DynamicObject, provider_config: Option<&Value>, ctx: &Context) -> Result<(), Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
     let instance = Instance::from_object(&raw)?;
     match cleanup_steps(object, &raw, &instance, provider_config, ctx).await {
@@ -243,7 +240,8 @@ async fn wait_for_blockers(
     ctx.status.write(object, &desired, status::Severity::Normal).await?;
     // At least the floor a plan's requeue has (a watch wakes the instance
     // sooner where it can).
-    let after = Duration::from_secs(u64::from(blocked.requeue_after_seconds)).max(crate::budget::REQUEUE_FLOOR);
+    let after =
+        Duration::from_secs(u64::from(blocked.requeue_after_seconds)).max(crate::reconcile::budget::REQUEUE_FLOOR);
     Err(not_yet(blocked.message, after))
 }
 

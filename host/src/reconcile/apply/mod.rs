@@ -1,7 +1,7 @@
 //! Applying a plan: server-side apply of the desired objects, copies of
 //! Secrets ([`copy`], a predecessor's retired), ordered deletion, and
 //! pruning of what the instance owns but no longer plans ([`prune`]). The
-//! plugin's CRDs are [`crate::crds`]'.
+//! plugin's CRDs are [`crate::reconcile::apply::crds`]'.
 //!
 //! Every object the host writes carries owner labels (see [`crate::owner`]),
 //! which is how watches map it back to its instance and how orphans are
@@ -14,6 +14,7 @@
 //! changed plan, makes the check fail and the object is applied again.
 
 pub mod copy;
+pub(crate) mod crds;
 pub mod prune;
 mod retire;
 
@@ -29,9 +30,9 @@ use service_provider_sdk::contract::ObjectRef;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
-use crate::adopt::Adoption;
 use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plugin::plan::Manifest;
+use crate::reconcile::adopt::Adoption;
 use crate::resource::{api_resource, deleted_at_once, dynamic_api, kind_absent};
 
 pub use copy::{CopyJob, Sources};
@@ -295,7 +296,7 @@ pub fn exactly(meta: &kube::api::ObjectMeta) -> DeleteParams {
 
 /// Deletion of exactly the object the host checked, and only as it was
 /// then (its uid and resourceVersion as preconditions): where the decision
-/// rests on who wrote the object ([`crate::adopt`]), a write by anyone
+/// rests on who wrote the object ([`crate::reconcile::adopt`]), a write by anyone
 /// since makes the deletion fail rather than delete what they changed.
 pub fn unchanged(meta: &kube::api::ObjectMeta) -> DeleteParams {
     let preconditions =

@@ -16,9 +16,9 @@
 //!   cluster wait (the status says so, a metric counts it); a write that
 //!   started is finished, so the debt is at most one plan;
 //! - a status whose only change is text the plugin reports (messages) is
-//!   written at most every [`MESSAGE_INTERVAL`] ([`crate::status`]);
+//!   written at most every [`MESSAGE_INTERVAL`] ([`crate::reconcile::status`]);
 //! - a plugin's requeue is at least [`REQUEUE_FLOOR`];
-//! - a status is at most [`crate::status::MAX_STATUS_BYTES`] and a plan's
+//! - a status is at most [`crate::reconcile::status::MAX_STATUS_BYTES`] and a plan's
 //!   objects at most [`crate::plugin::plan::MAX_PLAN_OBJECT_BYTES`].
 //!
 //! A healthy instance never meets these: the Kro plugin writes a few KiB
@@ -36,7 +36,7 @@ use crate::metrics::LabelValue;
 /// A bound the host holds an instance to (the `limited` metric's label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Limit {
-    /// A status cut to [`crate::status::MAX_STATUS_BYTES`].
+    /// A status cut to [`crate::reconcile::status::MAX_STATUS_BYTES`].
     StatusSize,
     /// A plan refused for more than [`crate::plugin::plan::MAX_PLAN_OBJECT_BYTES`].
     PlanSize,

@@ -38,9 +38,9 @@ use service_provider_sdk::names;
 use tracing::{debug, info, warn};
 
 use crate::Error;
-use crate::access;
 use crate::clusters;
 use crate::owner::{LABEL_COPY_OF, Owner};
+use crate::reconcile::access;
 use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
 use crate::resource;
 use crate::stores::{Packed, Stores, Watched, blockers, pack_event};

@@ -10,21 +10,23 @@ use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, Input, KubeconfigRef, ObjectCopy, PlanError};
 use tracing::info;
 
-use super::access::{Obtained, check_kinds, client_for, instance_access, obtain};
+use super::access::Target;
+use super::apply::crds;
+use super::apply::{self, Change, CopyJob, Scope, Sources};
 use super::context::Memo;
+use super::reach::{Obtained, check_kinds, client_for, instance_access, obtain};
 use super::{Context, DEFAULT_POLL, InstanceKey, Outcome, WAIT, key_of, timed};
-use crate::access::Target;
-use crate::apply::{self, Change, CopyJob, Scope, Sources};
+use super::{budget, gather, status};
+use crate::Error;
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plugin::plan::{self, CheckedPlan, Step};
 use crate::stores::Lookup;
-use crate::{Error, budget, crds, gather, status};
 
 /// Reconciles a live instance. Failures are recorded in its status; those
 /// only a person can fix requeue at the poll interval, the others go on to
 /// the error policy (backoff).
-pub(super) async fn apply_instance(
+pub(super) async fn run(
     object: &DynamicObject,
     provider_config: Option<&Value>,
     ctx: &Context,
@@ -116,7 +118,7 @@ fn next_look(ctx: &Context, requeue_after_seconds: u32, wrote: status::Wrote) ->
 }
 
 /// Whether the instance's writes must wait: its budget for a cluster its
-/// plan writes to is spent ([`crate::budget`]). Then nothing of the plan
+/// plan writes to is spent ([`crate::reconcile::budget`]). Then nothing of the plan
 /// is written this round, and the status says why.
 fn budget_spent(ctx: &Context, key: &InstanceKey, plan: &CheckedPlan) -> Option<status::Held> {
     let clusters = plan.manifests.iter().map(|m| m.cluster).chain(plan.copies.iter().map(|c| c.target_cluster));
