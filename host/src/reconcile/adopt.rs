@@ -19,6 +19,14 @@ use serde_json::Value;
 
 use crate::owner::Owner;
 
+/// An object another provider wrote that the host took over or retired:
+/// where it is (for logs and Events) and its field manager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Predecessor {
+    pub place: String,
+    pub by: String,
+}
+
 /// The field managers whose objects may be taken over.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Adoption {

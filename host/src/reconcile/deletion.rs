@@ -5,18 +5,17 @@
 
 use std::time::Duration;
 
-use kube::Client;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use service_provider_sdk::contract::{
-    Blocked, CleanupPlan, Cluster, Detail, Input, KubeconfigRef, ObjectRef, Observation, ServiceStatus, Teardown,
+    Blocked, CleanupPlan, Cluster, Detail, Input, ObjectRef, Observation, ServiceStatus, Teardown,
 };
 use tracing::{info, warn};
 
 use super::access::{self, InstanceAccess, Target};
 use super::apply::{self, Scope};
 use super::context::Memo;
-use super::reach::{check_kinds, current_request, instance_access, remaining_access};
+use super::reach::{Connected, check_kinds, current_request, instance_access, remaining_access};
 use super::{Context, InstanceKey, WAIT, key_of, not_yet, timed};
 use super::{gather, status};
 use crate::error::report;
@@ -95,7 +94,7 @@ struct Held<'a> {
     /// The AccessRequest as last seen.
     known: Lookup,
     /// The kubeconfig and a client, while granted and answering.
-    access: Option<(KubeconfigRef, Client)>,
+    access: Option<Connected>,
     /// The cluster stopped answering past the grace (see [`answering`]).
     lost: bool,
 }
@@ -114,16 +113,17 @@ async fn hold_access<'a>(
     tenant: &'a str,
 ) -> Result<Access<'a>, Error> {
     let mut held = Vec::new();
-    for (cluster, target) in [(Cluster::ControlPlane, Target::ControlPlane), (Cluster::Workload, Target::Workload)] {
+    for target in [Target::ControlPlane, Target::Workload] {
         if target == Target::Workload && !ctx.granted().workload_cluster {
             continue;
         }
+        let cluster = target.cluster();
         let request = instance_access(ctx, instance, tenant, target);
         let known = current_request(ctx, &request).await?;
         let access = remaining_access(ctx, key, &request, &known, cluster).await?;
-        let (access, lost) = answering(ctx, object, key, cluster, access).await?;
-        if let Some((_, client)) = &access {
-            check_kinds(ctx, key, cluster, client).await?;
+        let Answering { access, lost } = answering(ctx, object, key, cluster, access).await?;
+        if let Some(connected) = &access {
+            check_kinds(ctx, key, cluster, &connected.client).await?;
         }
         held.push(Held { cluster, request, known, access, lost });
     }
@@ -131,7 +131,7 @@ async fn hold_access<'a>(
 }
 
 impl Access<'_> {
-    fn access(&self, cluster: Cluster) -> Option<&(KubeconfigRef, Client)> {
+    fn access(&self, cluster: Cluster) -> Option<&Connected> {
         self.0.iter().find(|h| h.cluster == cluster)?.access.as_ref()
     }
 
@@ -139,14 +139,14 @@ impl Access<'_> {
         Reach {
             platform: &ctx.platform,
             onboarding: &ctx.onboarding,
-            control_plane: self.access(Cluster::ControlPlane).map(|(_, c)| c),
-            workload: self.access(Cluster::Workload).map(|(_, c)| c),
+            control_plane: self.access(Cluster::ControlPlane).map(|c| &c.client),
+            workload: self.access(Cluster::Workload).map(|c| &c.client),
         }
     }
 
     /// Whose credentials a tenant cluster is watched with (see `blockers`).
     fn identity(&self, cluster: Cluster) -> Option<String> {
-        self.access(cluster).map(|(at, _)| format!("{cluster} {}/{}", at.namespace, at.name))
+        self.access(cluster).map(|c| format!("{cluster} {}/{}", c.kubeconfig.namespace, c.kubeconfig.name))
     }
 
     /// Step: access to a cluster that is gone is revoked first: nothing can
@@ -173,8 +173,8 @@ impl Access<'_> {
     }
 
     fn forget_clients(&self, ctx: &Context) {
-        for (at, _) in self.0.iter().filter_map(|h| h.access.as_ref()) {
-            ctx.clients.forget(at);
+        for connected in self.0.iter().filter_map(|h| h.access.as_ref()) {
+            ctx.clients.forget(&connected.kubeconfig);
         }
     }
 }
@@ -190,7 +190,7 @@ async fn observe(
     held: &Access<'_>,
     reach: &Reach<'_>,
 ) -> Result<Input, Error> {
-    let at = |cluster| held.access(cluster).map(|(at, _)| at.clone());
+    let at = |cluster| held.access(cluster).map(|c| c.kubeconfig.clone());
     let context = gather::context(
         instance,
         &ctx.provider_name,
@@ -202,10 +202,15 @@ async fn observe(
         let packed = ctx.blockers.objects(key, &o.id, &held.identity(o.cluster)?)?;
         packed.iter().map(|p| p.value().ok()).collect::<Option<Vec<_>>>()
     };
-    let (granted, limit) = (ctx.granted(), ctx.planner.plugin.input_limit());
+    let stores = ctx.stores();
+    let observer = gather::Observer {
+        reach,
+        stores: &stores,
+        granted: ctx.granted(),
+        input_limit: ctx.planner.plugin.input_limit(),
+    };
     let call = gather::Call::Cleanup { watched: &watched };
-    let mut fetched = gather::Fetched::default();
-    let observed = gather::observe(reach, &ctx.stores(), granted, &context, call, limit, &mut fetched).await?;
+    let observed = gather::observe(&observer, &context, call, &mut gather::Fetched::default()).await?;
     Ok(gather::input(raw, provider_config, context, observed))
 }
 
@@ -342,27 +347,27 @@ fn cluster_name(cluster: Cluster) -> &'static str {
 /// deletion). After that the cluster counts as gone: the plugin's cleanup
 /// sees no access to it (no context entry, no observations, like after a
 /// revoked access) and its access is revoked before the teardown (the
-/// second value is `true`). Returns the access to use.
+/// cluster is `lost`). Returns the access to use.
 async fn answering(
     ctx: &Context,
     object: &DynamicObject,
     key: &InstanceKey,
     cluster: Cluster,
-    access: Option<(KubeconfigRef, Client)>,
-) -> Result<(Option<(KubeconfigRef, Client)>, bool), Error> {
-    let Some((at, client)) = access else { return Ok((None, false)) };
+    access: Option<Connected>,
+) -> Result<Answering, Error> {
+    let Some(connected) = access else { return Ok(Answering { access: None, lost: false }) };
     // Asked once per deletion: a cluster that stops answering later makes
     // the reconcile fail, which distrusts everything verified, so the next
     // one asks again.
     let answers = Memo::Answers(cluster);
     if ctx.instances.is_verified(key, &answers) {
-        return Ok((Some((at, client)), false));
+        return Ok(Answering { access: Some(connected), lost: false });
     }
-    let error = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+    let error = match tokio::time::timeout(PROBE_TIMEOUT, connected.client.apiserver_version()).await {
         Ok(Ok(_)) => {
             ctx.instances.answered(key, cluster);
             ctx.instances.set_verified(key, answers);
-            return Ok((Some((at, client)), false));
+            return Ok(Answering { access: Some(connected), lost: false });
         }
         Ok(Err(e)) => report(&e),
         Err(_) => format!("no answer within {PROBE_TIMEOUT:?}"),
@@ -380,5 +385,13 @@ async fn answering(
         return Err(not_yet(message, WAIT.min(left)));
     }
     warn!(cluster = %cluster, error = %error, waited = ?waited, "cluster unreachable: deletion continues without it");
-    Ok((None, true))
+    Ok(Answering { access: None, lost: true })
+}
+
+/// What [`answering`] found of one tenant cluster.
+struct Answering {
+    /// The access to use: none once the cluster counts as gone.
+    access: Option<Connected>,
+    /// The cluster stopped answering past the grace.
+    lost: bool,
 }

@@ -11,6 +11,7 @@ use service_provider_sdk::contract::{Cluster, Input, KubeconfigRef, ObjectCopy, 
 use tracing::info;
 
 use super::access::Target;
+use super::adopt::Predecessor;
 use super::apply::crds;
 use super::apply::{self, Change, CopyJob, Scope, Sources};
 use super::context::Memo;
@@ -60,13 +61,17 @@ async fn apply_with_config(
     ctx: &Context,
 ) -> Result<(Outcome, Action), Error> {
     let key = key_of(object);
-    let Some(granted) = obtain_access(ctx, object, &key, instance).await? else {
+    let Some(kubeconfigs) = obtain_access(ctx, object, &key, instance).await? else {
         return Ok((Outcome::Waiting, Action::requeue(WAIT)));
     };
-    let (cp, wl) = connect(ctx, &key, &granted).await?;
-    let reach =
-        Reach { platform: &ctx.platform, onboarding: &ctx.onboarding, control_plane: Some(&cp), workload: wl.as_ref() };
-    let (input, fetched) = observe(ctx, raw, instance, provider_config, granted, &reach).await?;
+    let clients = connect(ctx, &key, &kubeconfigs).await?;
+    let reach = Reach {
+        platform: &ctx.platform,
+        onboarding: &ctx.onboarding,
+        control_plane: Some(&clients.control_plane),
+        workload: clients.workload.as_ref(),
+    };
+    let (input, fetched) = observe(ctx, raw, instance, provider_config, kubeconfigs, &reach).await?;
     let plan = match timed(ctx, plan::Call::Plan, plan::reconcile(&ctx.planner, &input)).await? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
@@ -137,9 +142,15 @@ fn budget_spent(ctx: &Context, key: &InstanceKey, plan: &CheckedPlan) -> Option<
 }
 
 /// The kubeconfigs granted for the instance's tenant clusters.
-struct Granted {
+struct Kubeconfigs {
     control_plane: KubeconfigRef,
     workload: Option<KubeconfigRef>,
+}
+
+/// A client for each of the instance's tenant clusters.
+struct TenantClients {
+    control_plane: Client,
+    workload: Option<Client>,
 }
 
 /// Step: cluster access to every tenant cluster of the instance, or `None`
@@ -149,55 +160,67 @@ async fn obtain_access(
     object: &DynamicObject,
     key: &InstanceKey,
     instance: &Instance,
-) -> Result<Option<Granted>, Error> {
+) -> Result<Option<Kubeconfigs>, Error> {
+    let Some(control_plane) = obtain_one(ctx, object, key, instance, Target::ControlPlane).await? else {
+        return Ok(None);
+    };
+    let workload = match ctx.granted().workload_cluster {
+        false => None,
+        true => match obtain_one(ctx, object, key, instance, Target::Workload).await? {
+            Some(at) => Some(at),
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(Kubeconfigs { control_plane, workload }))
+}
+
+/// Access to one tenant cluster, or `None` while its grant is pending (the
+/// status says so).
+async fn obtain_one(
+    ctx: &Context,
+    object: &DynamicObject,
+    key: &InstanceKey,
+    instance: &Instance,
+    target: Target,
+) -> Result<Option<KubeconfigRef>, Error> {
     let tenant = instance.tenant_namespace();
-    let mut targets = vec![Target::ControlPlane];
-    if ctx.granted().workload_cluster {
-        targets.push(Target::Workload);
-    }
-    let mut granted = Vec::new();
-    for target in targets {
-        let mut adopted = Vec::new();
-        let obtained = obtain(ctx, &instance_access(ctx, instance, &tenant, target), &mut adopted).await;
-        report_adopted(ctx, object, &adopted).await;
-        match obtained? {
-            Obtained::Granted(at) => granted.push(at),
-            Obtained::Waiting { message, just_requested } => {
-                // On a healthy platform a grant follows its request within
-                // a second or so, and the next status replaces this one.
-                // So a new object shows the wait only once it has lasted
-                // [`WAIT`] (the requeue then finds it still pending): one
-                // status write and one Event less per instance created.
-                // (From the first request: one recreated again and again
-                // must not keep the status empty.)
-                if just_requested {
-                    ctx.instances.record_first(key, Memo::AccessRequested);
-                }
-                let fresh = status::ObjectStatus::of(object).is_none()
-                    && ctx.instances.recorded_within(key, &Memo::AccessRequested, WAIT);
-                if !fresh {
-                    ctx.status.write(object, &status::reconciling(message), status::Severity::Normal).await?;
-                }
-                return Ok(None);
+    let mut adopted = Vec::new();
+    let obtained = obtain(ctx, &instance_access(ctx, instance, &tenant, target), &mut adopted).await;
+    report_adopted(ctx, object, &adopted).await;
+    match obtained? {
+        Obtained::Granted(at) => Ok(Some(at)),
+        Obtained::Waiting { message, just_requested } => {
+            // On a healthy platform a grant follows its request within a
+            // second or so, and the next status replaces this one. So a new
+            // object shows the wait only once it has lasted [`WAIT`] (the
+            // requeue then finds it still pending): one status write and
+            // one Event less per instance created. (From the first request:
+            // one recreated again and again must not keep the status empty.)
+            if just_requested {
+                ctx.instances.record_first(key, Memo::AccessRequested);
             }
+            let fresh = status::ObjectStatus::of(object).is_none()
+                && ctx.instances.recorded_within(key, &Memo::AccessRequested, WAIT);
+            if !fresh {
+                ctx.status.write(object, &status::reconciling(message), status::Severity::Normal).await?;
+            }
+            Ok(None)
         }
     }
-    let control_plane = granted.remove(0);
-    Ok(Some(Granted { control_plane, workload: granted.pop() }))
 }
 
 /// Step: a client for each granted cluster, the plugin's kinds checked on it.
-async fn connect(ctx: &Context, key: &InstanceKey, granted: &Granted) -> Result<(Client, Option<Client>), Error> {
-    let cp = client_for(ctx, key, &granted.control_plane, Cluster::ControlPlane).await?;
-    check_kinds(ctx, key, Cluster::ControlPlane, &cp).await?;
-    let wl = match &granted.workload {
+async fn connect(ctx: &Context, key: &InstanceKey, kubeconfigs: &Kubeconfigs) -> Result<TenantClients, Error> {
+    let control_plane = client_for(ctx, key, &kubeconfigs.control_plane, Cluster::ControlPlane).await?;
+    check_kinds(ctx, key, Cluster::ControlPlane, &control_plane).await?;
+    let workload = match &kubeconfigs.workload {
         Some(at) => Some(client_for(ctx, key, at, Cluster::Workload).await?),
         None => None,
     };
-    if let Some(wl) = &wl {
-        check_kinds(ctx, key, Cluster::Workload, wl).await?;
+    if let Some(workload) = &workload {
+        check_kinds(ctx, key, Cluster::Workload, workload).await?;
     }
-    Ok((cp, wl))
+    Ok(TenantClients { control_plane, workload })
 }
 
 /// Step: the plugin's input (and what was read for it, which the copies
@@ -207,27 +230,32 @@ async fn observe(
     raw: &Value,
     instance: &Instance,
     provider_config: &Value,
-    granted: Granted,
+    kubeconfigs: Kubeconfigs,
     reach: &Reach<'_>,
 ) -> Result<(Input, gather::Fetched), Error> {
     let context = gather::context(
         instance,
         &ctx.provider_name,
         &ctx.pod_namespace,
-        Some(granted.control_plane),
-        granted.workload,
+        Some(kubeconfigs.control_plane),
+        kubeconfigs.workload,
     );
+    let stores = ctx.stores();
+    let observer = gather::Observer {
+        reach,
+        stores: &stores,
+        granted: ctx.granted(),
+        input_limit: ctx.planner.plugin.input_limit(),
+    };
     let mut fetched = gather::Fetched::default();
-    let (grant, limit) = (ctx.granted(), ctx.planner.plugin.input_limit());
-    let observed =
-        gather::observe(reach, &ctx.stores(), grant, &context, gather::Call::Plan, limit, &mut fetched).await?;
+    let observed = gather::observe(&observer, &context, gather::Call::Plan, &mut fetched).await?;
     Ok((gather::input(raw, Some(provider_config), context, observed), fetched))
 }
 
 /// Says what was taken over (`--adopt-from`): a log line, the metric and
 /// an `Adopted` Event each.
-async fn report_adopted(ctx: &Context, object: &DynamicObject, adopted: &[(String, String)]) {
-    for (what, by) in adopted {
+async fn report_adopted(ctx: &Context, object: &DynamicObject, adopted: &[Predecessor]) {
+    for Predecessor { place: what, by } in adopted {
         info!(object = %what, field_manager = %by, "adopted");
         ctx.metrics.adopted();
         let note = format!("took over {what}, written by field manager {by:?}");
@@ -237,8 +265,8 @@ async fn report_adopted(ctx: &Context, object: &DynamicObject, adopted: &[(Strin
 
 /// Says which predecessor's copies were deleted: a log line and a
 /// `Retired` Event each.
-async fn report_retired(ctx: &Context, object: &DynamicObject, retired: &[(String, String)]) {
-    for (what, by) in retired {
+async fn report_retired(ctx: &Context, object: &DynamicObject, retired: &[Predecessor]) {
+    for Predecessor { place: what, by } in retired {
         info!(object = %what, field_manager = %by, "retired a predecessor's copy");
         let note = format!("deleted {what}, a copy field manager {by:?} made that nothing here uses any more");
         ctx.status.took_over(object, "Retired", &note).await;
@@ -250,9 +278,9 @@ struct Written {
     /// How many steps wrote something.
     writes: usize,
     /// What was taken over (`--adopt-from`), and from which field manager.
-    adopted: Vec<(String, String)>,
+    adopted: Vec<Predecessor>,
     /// A predecessor's copies deleted, and whose they were.
-    retired: Vec<(String, String)>,
+    retired: Vec<Predecessor>,
 }
 
 /// Applies every step of the plan.
@@ -328,7 +356,7 @@ async fn write(
             }
         };
         if let Change::Adopted { place, by, .. } = &change {
-            adopted.push((place.clone(), by.clone()));
+            adopted.push(Predecessor { place: place.clone(), by: by.clone() });
         }
         if let Some((memo, digest)) = unwatched {
             ctx.instances.set_verified_as(&key, memo, Some(digest));
@@ -379,7 +407,7 @@ fn unwatched(ctx: &Context, step: &Step<'_>) -> Option<(Memo, u64)> {
     }
 }
 
-fn key_of_instance(instance: &Instance) -> (String, String) {
+fn key_of_instance(instance: &Instance) -> InstanceKey {
     (instance.namespace.clone(), instance.name.clone())
 }
 

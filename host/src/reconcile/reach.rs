@@ -6,7 +6,8 @@ use kube::Client;
 use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tracing::warn;
 
-use super::access::{self, Grant, InstanceAccess, Target};
+use super::access::{self, Answer, InstanceAccess, Target};
+use super::adopt::Predecessor;
 use super::context::Memo;
 use super::{Context, InstanceKey};
 use crate::clusters::kinds;
@@ -33,6 +34,13 @@ pub(super) fn instance_access<'a>(
         },
         target,
     }
+}
+
+/// A tenant cluster the instance still reaches: its granted kubeconfig and
+/// a client built from it.
+pub(super) struct Connected {
+    pub kubeconfig: KubeconfigRef,
+    pub client: Client,
 }
 
 /// What obtaining one cluster's access came to.
@@ -102,12 +110,12 @@ pub(super) async fn check_kinds(
 pub(super) async fn obtain(
     ctx: &Context,
     request: &InstanceAccess<'_>,
-    adopted: &mut Vec<(String, String)>,
+    adopted: &mut Vec<Predecessor>,
 ) -> Result<Obtained, Error> {
     let place = format!("{}/{}", request.tenant_namespace, request.name());
     if request.target == Target::Workload {
         let cluster_request = access::ensure_cluster_request(&ctx.platform, request, &ctx.field_manager).await?;
-        if access::grant(&cluster_request) == Grant::Denied {
+        if access::answer(&cluster_request) == Answer::Denied {
             let request = format!("ClusterRequest {place}");
             return Err(AccessFailure::Denied { what: "the workload cluster".into(), request }.into());
         }
@@ -116,22 +124,22 @@ pub(super) async fn obtain(
     let ensured =
         access::ensure_access_request(&ctx.platform, request, cached, &ctx.field_manager, &ctx.adoption).await?;
     if let Some(by) = ensured.adopted {
-        adopted.push((format!("AccessRequest {place} on the platform cluster"), by));
+        adopted.push(Predecessor { place: format!("AccessRequest {place} on the platform cluster"), by });
     }
     let (live, just_requested) = (ensured.live, ensured.created);
     let what = what(request.target);
     // Until a changed spec is granted, the previous grant serves.
-    let grant = match access::grant(&live) {
-        Grant::Pending => access::previous_grant(&live).map_or(Grant::Pending, Grant::Granted),
-        grant => grant,
+    let answer = match access::answer(&live) {
+        Answer::Pending => access::previous_kubeconfig(&live).map_or(Answer::Pending, Answer::Granted),
+        other => other,
     };
-    match grant {
-        Grant::Granted(at) => Ok(Obtained::Granted(at)),
-        Grant::Denied => {
+    match answer {
+        Answer::Granted(at) => Ok(Obtained::Granted(at)),
+        Answer::Denied => {
             Err(AccessFailure::Denied { what: format!("{what} access"), request: format!("AccessRequest {place}") }
                 .into())
         }
-        Grant::Pending => {
+        Answer::Pending => {
             let message = format!("Waiting for {what} access (AccessRequest {place})");
             Ok(Obtained::Waiting { message, just_requested })
         }
@@ -161,15 +169,15 @@ pub(super) async fn remaining_access(
     request: &InstanceAccess<'_>,
     known: &Lookup,
     cluster: Cluster,
-) -> Result<Option<(KubeconfigRef, Client)>, Error> {
+) -> Result<Option<Connected>, Error> {
     let live = known.clone().found();
-    let granted = live.filter(|ar| ar.metadata.deletion_timestamp.is_none()).and_then(|ar| match access::grant(&ar) {
-        Grant::Granted(at) => Some(at),
+    let granted = live.filter(|ar| ar.metadata.deletion_timestamp.is_none()).and_then(|ar| match access::answer(&ar) {
+        Answer::Granted(at) => Some(at),
         _ => None,
     });
     let Some(at) = granted else { return Ok(None) };
     match client_for(ctx, key, &at, cluster).await {
-        Ok(client) => Ok(Some((at, client))),
+        Ok(client) => Ok(Some(Connected { kubeconfig: at, client })),
         Err(e) => {
             warn!(request = %request.name(), error = %crate::error::report(&e), "cluster unreachable during cleanup");
             Ok(None)

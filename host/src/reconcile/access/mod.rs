@@ -20,7 +20,7 @@ mod requests;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use service_provider_sdk::contract::{KubeconfigRef, PolicyRule};
+use service_provider_sdk::contract::{Cluster, KubeconfigRef, PolicyRule};
 use service_provider_sdk::names;
 
 use crate::syntax;
@@ -74,6 +74,14 @@ pub enum Target {
 }
 
 impl Target {
+    /// The tenant cluster this access is for.
+    pub fn cluster(self) -> Cluster {
+        match self {
+            Target::ControlPlane => Cluster::ControlPlane,
+            Target::Workload => Cluster::Workload,
+        }
+    }
+
     /// Name suffix (openmcp's library: `mcp`, `wl`).
     pub fn suffix(self) -> &'static str {
         match self {
@@ -194,7 +202,7 @@ impl InstanceAccess<'_> {
 
 /// Where an AccessRequest (or ClusterRequest) stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Grant {
+pub enum Answer {
     /// Granted for the current generation; the kubeconfig is here
     /// (ClusterRequests have no Secret: the reference has an empty name).
     Granted(KubeconfigRef),
@@ -220,26 +228,26 @@ struct SecretRef {
 }
 
 /// Reads the grant state off an AccessRequest (or ClusterRequest).
-pub fn grant(request: &DynamicObject) -> Grant {
+pub fn answer(request: &DynamicObject) -> Answer {
     let status: RequestStatus =
         request.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default();
     match status.phase.as_str() {
-        "Denied" => Grant::Denied,
+        "Denied" => Answer::Denied,
         // A Secret name that is not one is not a grant: the name becomes a
         // request path (cluster data is data, like a plugin's).
-        "Granted" if status.secret_ref.as_ref().is_some_and(|s| !syntax::dns_subdomain(&s.name)) => Grant::Pending,
+        "Granted" if status.secret_ref.as_ref().is_some_and(|s| !syntax::dns_subdomain(&s.name)) => Answer::Pending,
         "Granted" if status.observed_generation == request.metadata.generation => {
             let (name, key) = match status.secret_ref {
                 Some(secret) => (secret.name, KUBECONFIG_KEY.to_string()),
                 None => (String::new(), String::new()),
             };
-            Grant::Granted(KubeconfigRef {
+            Answer::Granted(KubeconfigRef {
                 namespace: request.metadata.namespace.clone().unwrap_or_default(),
                 name,
                 key,
             })
         }
-        _ => Grant::Pending,
+        _ => Answer::Pending,
     }
 }
 
@@ -247,7 +255,7 @@ pub fn grant(request: &DynamicObject) -> Grant {
 /// provider has not yet granted the current one: the kubeconfig issued
 /// then still serves, so a change of the token rules (a take-over, a
 /// plugin update) does not show an instance as waiting for access it has.
-pub fn previous_grant(request: &DynamicObject) -> Option<KubeconfigRef> {
+pub fn previous_kubeconfig(request: &DynamicObject) -> Option<KubeconfigRef> {
     let status: RequestStatus = serde_json::from_value(request.data.get("status")?.clone()).ok()?;
     let older = status.observed_generation.zip(request.metadata.generation).is_some_and(|(seen, now)| seen < now);
     let secret = status.secret_ref.filter(|s| syntax::dns_subdomain(&s.name))?;
@@ -317,23 +325,23 @@ mod tests {
             .unwrap()
         };
         assert_eq!(
-            grant(&ar("Granted", 2, 2)),
-            Grant::Granted(KubeconfigRef { namespace: "ns".into(), name: "kc".into(), key: "kubeconfig".into() })
+            answer(&ar("Granted", 2, 2)),
+            Answer::Granted(KubeconfigRef { namespace: "ns".into(), name: "kc".into(), key: "kubeconfig".into() })
         );
-        assert_eq!(grant(&ar("Granted", 3, 2)), Grant::Pending);
-        assert_eq!(previous_grant(&ar("Granted", 3, 2)).map(|at| at.name), Some("kc".to_string()));
-        assert_eq!(previous_grant(&ar("Granted", 2, 2)), None, "current: a grant, not a previous one");
-        assert_eq!(previous_grant(&ar("Denied", 3, 2)), None);
-        assert_eq!(previous_grant(&ar("Pending", 3, 2)), None);
-        assert_eq!(grant(&ar("Pending", 1, 1)), Grant::Pending);
-        assert_eq!(grant(&ar("Denied", 1, 1)), Grant::Denied);
+        assert_eq!(answer(&ar("Granted", 3, 2)), Answer::Pending);
+        assert_eq!(previous_kubeconfig(&ar("Granted", 3, 2)).map(|at| at.name), Some("kc".to_string()));
+        assert_eq!(previous_kubeconfig(&ar("Granted", 2, 2)), None, "current: a grant, not a previous one");
+        assert_eq!(previous_kubeconfig(&ar("Denied", 3, 2)), None);
+        assert_eq!(previous_kubeconfig(&ar("Pending", 3, 2)), None);
+        assert_eq!(answer(&ar("Pending", 1, 1)), Answer::Pending);
+        assert_eq!(answer(&ar("Denied", 1, 1)), Answer::Denied);
         let mut bent = ar("Granted", 2, 2);
         bent.data["status"]["secretRef"]["name"] = json!("kc/../../secrets#");
-        assert_eq!(grant(&bent), Grant::Pending, "a name that is not one is no grant");
+        assert_eq!(answer(&bent), Answer::Pending, "a name that is not one is no grant");
         bent.metadata.generation = Some(3);
-        assert_eq!(previous_grant(&bent), None);
+        assert_eq!(previous_kubeconfig(&bent), None);
         let bare: DynamicObject =
             serde_json::from_value(json!({"apiVersion": "v1", "kind": "K", "metadata": {"name": "x"}})).unwrap();
-        assert_eq!(grant(&bare), Grant::Pending);
+        assert_eq!(answer(&bare), Answer::Pending);
     }
 }

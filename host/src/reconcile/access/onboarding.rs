@@ -10,7 +10,7 @@ use serde_json::json;
 use service_provider_sdk::contract::{KubeconfigRef, PolicyRule};
 use service_provider_sdk::names;
 
-use super::{GROUP, Grant, LABEL_MANAGED_BY, access_request_resource, cluster_request_resource, grant, rules_json};
+use super::{Answer, GROUP, LABEL_MANAGED_BY, access_request_resource, answer, cluster_request_resource, rules_json};
 use crate::error::{AccessFailure, Error};
 
 /// Onboarding access at start-up: the ClusterRequest and AccessRequest
@@ -73,23 +73,23 @@ async fn wait_for_grant(
     let mut delay = Duration::from_millis(200);
     loop {
         let live = api.get(name).await.map_err(|e| Error::kube(format!("reading {kind} {name}"), e))?;
-        match grant(&live) {
-            Grant::Granted(at) => return Ok(at),
-            Grant::Denied => {
+        match answer(&live) {
+            Answer::Granted(at) => return Ok(at),
+            Answer::Denied => {
                 return Err(AccessFailure::Denied {
                     what: "onboarding access".into(),
                     request: format!("{kind} {name}"),
                 }
                 .into());
             }
-            Grant::Pending if Instant::now() >= deadline => {
+            Answer::Pending if Instant::now() >= deadline => {
                 return Err(Error::Timeout {
                     doing: format!("waiting for {kind} {name} to be granted"),
                     after: timeout,
                     last_seen: None,
                 });
             }
-            Grant::Pending => {
+            Answer::Pending => {
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
             }

@@ -13,6 +13,7 @@ use service_provider_sdk::contract::{CopyKind, ObjectCopy};
 
 use super::CopyJob;
 use crate::Error;
+use crate::reconcile::adopt::Predecessor;
 use crate::resource::dynamic_api;
 
 impl CopyJob<'_> {
@@ -20,7 +21,7 @@ impl CopyJob<'_> {
     /// target namespace, if there is one; returns where it was and whose
     /// it was. Nothing without `--adopt-from`, nor where the plan's copy
     /// has the source's name (that one is taken over instead).
-    pub async fn retire_predecessor(&self, copy: &ObjectCopy) -> Result<Option<(String, String)>, Error> {
+    pub async fn retire_predecessor(&self, copy: &ObjectCopy) -> Result<Option<Predecessor>, Error> {
         if !self.adoption.is_enabled() || copy.target_name == copy.source_name {
             return Ok(None);
         }
@@ -39,7 +40,7 @@ impl CopyJob<'_> {
         // As it was judged: a write by anyone since (another provider
         // taking it over, say) makes the deletion fail.
         match api.delete(&copy.source_name, &super::unchanged(&found.metadata)).await {
-            Ok(_) => Ok(Some((place, by))),
+            Ok(_) => Ok(Some(Predecessor { place, by })),
             // Gone, or replaced or changed meanwhile (the preconditions).
             Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(None),
             Err(e) => Err(Error::kube(format!("deleting {place}"), e)),

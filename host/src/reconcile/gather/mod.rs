@@ -158,6 +158,19 @@ pub fn observed_from(granted: &Effective, context: &Context, call: Call<'_>, obj
         .collect()
 }
 
+/// Where [`observe`] may look, and how much it may bring back.
+#[derive(Clone, Copy)]
+pub struct Observer<'a> {
+    /// The clusters the instance reaches.
+    pub reach: &'a Reach<'a>,
+    /// The watches' stores, read before any cluster.
+    pub stores: &'a Stores,
+    /// What the plugin was granted to observe.
+    pub granted: &'a Effective,
+    /// The plugin's input limit: what all observations together may weigh.
+    pub input_limit: usize,
+}
+
 /// Reads every observation the plugin needs for this call from the clusters
 /// it can reach. Observations of unreachable clusters are left out, so the
 /// plugin can tell "none there" from "could not look".
@@ -167,14 +180,12 @@ pub fn observed_from(granted: &Effective, context: &Context, call: Call<'_>, obj
 /// anything else is read from its cluster.
 #[tracing::instrument(level = "debug", name = "gather", skip_all)]
 pub async fn observe(
-    reach: &Reach<'_>,
-    stores: &Stores,
-    granted: &Effective,
+    observer: &Observer<'_>,
     context: &Context,
     call: Call<'_>,
-    input_limit: usize,
     fetched: &mut Fetched,
 ) -> Result<Vec<Observed>, Error> {
+    let Observer { reach, stores, granted, input_limit } = *observer;
     let budget = &mut Budget::new(input_limit);
     let mut observed = Vec::new();
     for o in observations(&granted.observations, call) {
