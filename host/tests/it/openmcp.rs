@@ -276,7 +276,7 @@ async fn a_service_provider_openmcp_deploys_runs_init_and_run_with_its_arguments
 async fn a_workload_cluster_is_granted_by_openmcp_operator() {
     let options = Options { instances: vec!["mcp-01".into()], flux_ready: false, workload: true };
     let f = Fixture::with_openmcp(options).await;
-    crate::lifecycle::workload_cluster_lifecycle(f, false).await;
+    crate::lifecycle::access::workload_cluster_lifecycle(f, false).await;
 }
 
 /// A ControlPlane deleted through openmcp-operator's own `mcp run`: openmcp
