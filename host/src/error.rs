@@ -217,7 +217,7 @@ pub enum Conflicting {
     Vanished,
     /// Another provider's or instance's object, not taken over.
     #[error("already exists and {0}")]
-    NotTakenOver(#[from] crate::reconcile::adopt::Refusal),
+    NotTakenOver(#[from] crate::adopt::Refusal),
     /// A CRD another field manager installed (`writers`, or none on record).
     #[error(
         "exists and was installed by {}, not by this host; it is never taken over unless named{}: remove it, or rename the plugin's",

@@ -18,14 +18,15 @@
 //!   [`reconcile::gather`] (the plugin's inputs), the plan, [`reconcile::apply`]
 //!   (server-side apply, copies, pruning, the plugin's CRDs, with owner
 //!   labels instead of cross-cluster owner references; taking over another
-//!   provider's objects only as [`reconcile::adopt`] allows) and
+//!   provider's objects only as [`adopt`] allows) and
 //!   [`reconcile::status`] (the status and Events).
 //! - [`plugin`]: the Wasm side: where a component comes from, the sandbox it
 //!   runs in, the grant and the checks of what it answers. It uses no kube
 //!   and nothing of the cluster side, which takes the checked values it
 //!   hands over.
 //!
-//! The ground floor: [`clusters`] builds and caches clients, the watches'
+//! The ground floor: [`adopt`] (whose objects may be taken over),
+//! [`clusters`] builds and caches clients, the watches'
 //! stores, [`render`] runs the data path on files; [`error`], [`resource`]
 //! (Kubernetes plumbing), [`instance`] (an instance and its reach),
 //! [`owner`] and [`syntax`] (what Kubernetes accepts as a name: the rule
@@ -38,6 +39,7 @@
 //! The host knows nothing about any particular service: everything specific
 //! comes from the plugin's `describe()`.
 
+pub mod adopt;
 pub mod clusters;
 pub mod controller;
 pub mod error;

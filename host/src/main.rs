@@ -216,8 +216,7 @@ impl ProviderArgs {
         let pod_namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()).context(
             "POD_NAMESPACE is not set: the provider needs to know its own namespace (source Secrets and onboarding requests live there); set it from the downward API (fieldRef metadata.namespace)",
         )?;
-        let adoption =
-            service_provider_host::reconcile::adopt::Adoption::new(&self.adopt_from).map_err(anyhow::Error::msg)?;
+        let adoption = service_provider_host::adopt::Adoption::new(&self.adopt_from).map_err(anyhow::Error::msg)?;
         Ok(Settings {
             adoption,
             provider_name: self.provider_name.clone(),

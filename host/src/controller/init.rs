@@ -11,8 +11,8 @@ use service_provider_sdk::contract::{Cluster, Descriptor};
 use tracing::info;
 
 use crate::Error;
+use crate::adopt::Adoption;
 use crate::plugin::grant::Effective;
-use crate::reconcile::adopt::Adoption;
 use crate::reconcile::apply::crds;
 
 pub fn service_provider_resource() -> ApiResource {

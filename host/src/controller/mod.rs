@@ -22,13 +22,13 @@ pub use run::run;
 use service_provider_sdk::contract::{Cluster, Descriptor, KubeconfigRef, PolicyRule};
 use tracing::info;
 
+use crate::adopt::Adoption;
 use crate::clusters::onboarding::Onboarding;
 use crate::clusters::{self, client_from_kubeconfig};
 use crate::metrics::Metrics;
 use crate::plugin::plan::Planner;
 use crate::reconcile::Context;
 use crate::reconcile::access;
-use crate::reconcile::adopt::Adoption;
 use crate::{Error, resource};
 
 /// Who this provider is and where it runs.

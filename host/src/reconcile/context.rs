@@ -10,11 +10,11 @@ use kube::api::ApiResource;
 use kube::runtime::events::Reporter;
 use service_provider_sdk::contract::{Cluster, Descriptor};
 
+use crate::adopt::Adoption;
 use crate::clusters::ClientCache;
 use crate::metrics::Metrics;
 use crate::plugin::grant::Effective;
 use crate::plugin::plan::{Inventory, Planner};
-use crate::reconcile::adopt::Adoption;
 use crate::reconcile::budget::Budgets;
 use crate::reconcile::status::StatusWriter;
 use crate::resource;

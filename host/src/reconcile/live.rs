@@ -11,7 +11,6 @@ use service_provider_sdk::contract::{Cluster, Input, KubeconfigRef, ObjectCopy, 
 use tracing::info;
 
 use super::access::Target;
-use super::adopt::Predecessor;
 use super::apply::crds;
 use super::apply::{self, Change, CopyJob, Scope, Sources};
 use super::context::Memo;
@@ -19,6 +18,7 @@ use super::reach::{Obtained, check_kinds, client_for, instance_access, obtain};
 use super::{Context, DEFAULT_POLL, InstanceKey, Outcome, WAIT, key_of, timed};
 use super::{budget, gather, status};
 use crate::Error;
+use crate::adopt::Predecessor;
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::plugin::plan::{self, CheckedPlan, Step};

@@ -14,11 +14,11 @@
 //! [`access`] (openmcp ClusterRequests and AccessRequests), [`gather`] (the
 //! plugin's inputs), [`apply`] (server-side apply, copies, pruning and the
 //! CRD installer), [`status`] (the status and Events), with [`budget`]
-//! (what the host may write for one instance) and [`adopt`] (whose objects
-//! it may take over) beside them.
+//! (what the host may write for one instance) beside them. Whose objects
+//! may be taken over is [`crate::adopt`]'s, on the ground floor: the
+//! host's error wraps its refusals.
 
 pub mod access;
-pub mod adopt;
 pub mod apply;
 pub mod budget;
 pub mod context;

@@ -7,9 +7,9 @@ use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tracing::warn;
 
 use super::access::{self, Answer, InstanceAccess, Target};
-use super::adopt::Predecessor;
 use super::context::Memo;
 use super::{Context, InstanceKey};
+use crate::adopt::Predecessor;
 use crate::clusters::kinds;
 use crate::error::{AccessFailure, Error};
 use crate::instance::Instance;

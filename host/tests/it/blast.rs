@@ -228,9 +228,9 @@ async fn cluster_power_in_token_rules_is_refused_under_any_ceiling() {
 /// fails once anyone wrote it since.
 #[tokio::test]
 async fn a_write_from_a_stale_view_never_lands_on_a_replaced_object() {
+    use service_provider_host::adopt::Adoption;
     use service_provider_host::owner::Owner;
     use service_provider_host::plugin::plan::Manifest;
-    use service_provider_host::reconcile::adopt::Adoption;
     use service_provider_host::reconcile::apply::{self, Lookup};
     use service_provider_sdk::contract::Cluster;
 

@@ -7,7 +7,7 @@
 //! AccessRequest is this host's only with its instance annotation, or (one
 //! an earlier version made) with an entry of its field manager; one with
 //! the labels and neither is a predecessor's, taken over only with
-//! `--adopt-from` ([`crate::reconcile::adopt`]).
+//! `--adopt-from` ([`crate::adopt`]).
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
@@ -15,9 +15,9 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::{FINALIZER, InstanceAccess, access_request_resource, cluster_request_resource};
+use crate::adopt::Adoption;
 use crate::error::{Conflicting, Error};
 use crate::owner::ANNOTATION_INSTANCE;
-use crate::reconcile::adopt::Adoption;
 use crate::stores::Lookup;
 
 /// Whether the object carries every label of `labels` (a JSON object).

@@ -29,11 +29,11 @@ use service_provider_sdk::contract::{Cluster, CopyKind, ObjectCopy};
 use service_provider_sdk::names;
 
 use super::{Change, Existing};
+use crate::adopt::Adoption;
 use crate::error::{Conflicting, Error, Input};
 use crate::owner::{ANNOTATION_COPY_OF, ANNOTATION_INSTANCE, LABEL_COPY_OF, Owner};
 use crate::plugin::grant::Effective;
 use crate::plugin::grant::hard::Source;
-use crate::reconcile::adopt::Adoption;
 use crate::stores::{Lookup, Stores};
 
 /// What decides whether a source may be copied.

@@ -14,9 +14,9 @@ use kube::{Api, Client};
 use service_provider_sdk::contract::{Cluster, Descriptor};
 use tracing::{info, warn};
 
+use crate::adopt::Adoption;
 use crate::error::{Conflicting, Error};
 use crate::plugin::grant::{Denial, hard};
-use crate::reconcile::adopt::Adoption;
 use crate::reconcile::apply::contains;
 
 /// The label that says which cluster a CRD belongs on (openmcp).
@@ -132,7 +132,7 @@ fn not_taken_over(live: &CustomResourceDefinition, place: &str, adoption: &Adopt
         return Ok(Holder::Predecessor(by));
     }
     let writers = writers.into_iter().map(str::to_string).collect();
-    let adopt_from = crate::reconcile::adopt::writers(&live.metadata).into_iter().next();
+    let adopt_from = crate::adopt::writers(&live.metadata).into_iter().next();
     Err(Error::conflict(place, Conflicting::InstalledBy { writers, adopt_from }))
 }
 

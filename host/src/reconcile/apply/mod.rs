@@ -30,9 +30,9 @@ use service_provider_sdk::contract::ObjectRef;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
+use crate::adopt::Adoption;
 use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plugin::plan::Manifest;
-use crate::reconcile::adopt::Adoption;
 use crate::resource::{api_resource, deleted_at_once, dynamic_api, kind_absent};
 
 pub use copy::{CopyJob, Sources};
@@ -296,7 +296,7 @@ pub fn exactly(meta: &kube::api::ObjectMeta) -> DeleteParams {
 
 /// Deletion of exactly the object the host checked, and only as it was
 /// then (its uid and resourceVersion as preconditions): where the decision
-/// rests on who wrote the object ([`crate::reconcile::adopt`]), a write by anyone
+/// rests on who wrote the object ([`crate::adopt`]), a write by anyone
 /// since makes the deletion fail rather than delete what they changed.
 pub fn unchanged(meta: &kube::api::ObjectMeta) -> DeleteParams {
     let preconditions =

@@ -13,7 +13,7 @@ use service_provider_sdk::contract::{CopyKind, ObjectCopy};
 
 use super::CopyJob;
 use crate::Error;
-use crate::reconcile::adopt::Predecessor;
+use crate::adopt::Predecessor;
 use crate::resource::dynamic_api;
 
 impl CopyJob<'_> {

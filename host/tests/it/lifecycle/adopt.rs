@@ -81,7 +81,7 @@ fn ours(objects: &[DynamicObject], instance: &str) -> bool {
 
 /// The host as run with `--adopt-from service-provider-kro`.
 fn adopting(settings: &mut Settings) {
-    settings.adoption = service_provider_host::reconcile::adopt::Adoption::new(&[GO_PROVIDER.to_string()]).unwrap();
+    settings.adoption = service_provider_host::adopt::Adoption::new(&[GO_PROVIDER.to_string()]).unwrap();
 }
 
 #[tokio::test]
