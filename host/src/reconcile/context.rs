@@ -10,8 +10,10 @@ use kube::api::ApiResource;
 use kube::runtime::events::Reporter;
 use service_provider_sdk::contract::{Cluster, Descriptor};
 
+use super::gather;
 use crate::adopt::Adoption;
 use crate::clusters::ClientCache;
+use crate::instance::Reach;
 use crate::metrics::Metrics;
 use crate::plugin::grant::Effective;
 use crate::plugin::plan::{Inventory, Planner};
@@ -134,6 +136,12 @@ impl Context {
 
     pub fn granted(&self) -> &Effective {
         &self.planner.granted
+    }
+
+    /// Where a gather for this plugin may look (`reach`, then `stores`), and
+    /// how much it may bring back.
+    pub(crate) fn observer<'a>(&'a self, reach: &'a Reach<'a>, stores: &'a Stores) -> gather::Observer<'a> {
+        gather::Observer { reach, stores, granted: self.granted(), input_limit: self.planner.plugin.input_limit() }
     }
 
     /// The stores to read from; empty (every lookup unknown) while no

@@ -203,12 +203,7 @@ async fn observe(
         packed.iter().map(|p| p.value().ok()).collect::<Option<Vec<_>>>()
     };
     let stores = ctx.stores();
-    let observer = gather::Observer {
-        reach,
-        stores: &stores,
-        granted: ctx.granted(),
-        input_limit: ctx.planner.plugin.input_limit(),
-    };
+    let observer = ctx.observer(reach, &stores);
     let call = gather::Call::Cleanup { watched: &watched };
     let observed = gather::observe(&observer, &context, call, &mut gather::Fetched::default()).await?;
     Ok(gather::input(raw, provider_config, context, observed))

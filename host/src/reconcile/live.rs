@@ -241,12 +241,7 @@ async fn observe(
         kubeconfigs.workload,
     );
     let stores = ctx.stores();
-    let observer = gather::Observer {
-        reach,
-        stores: &stores,
-        granted: ctx.granted(),
-        input_limit: ctx.planner.plugin.input_limit(),
-    };
+    let observer = ctx.observer(reach, &stores);
     let mut fetched = gather::Fetched::default();
     let observed = gather::observe(&observer, &context, gather::Call::Plan, &mut fetched).await?;
     Ok((gather::input(raw, Some(provider_config), context, observed), fetched))

@@ -167,6 +167,21 @@ impl Handle {
         created.map_err(|e| Error::kube(format!("creating {}", self.what), e))
     }
 
+    /// Deletes the request if it is ours and, once only the cluster-access
+    /// finalizer is left on it, removes that finalizer; true once it is
+    /// gone. One that is not ours does not block (it is left alone).
+    async fn delete_ours(&self, request: &InstanceAccess<'_>, mark: &Mark<'_>, cached: Lookup) -> Result<bool, Error> {
+        let live = match self.find(request, mark, cached).await? {
+            Found::Missing | Found::Foreign | Found::Predecessor(_) => return Ok(true),
+            Found::Ours(live) => live,
+        };
+        if !deleting(&live) {
+            return self.delete().await;
+        }
+        release_finalizer(self, &live).await?;
+        Ok(false)
+    }
+
     /// Asks for deletion; true when it is gone already (see
     /// [`crate::resource::deleted_at_once`]).
     async fn delete(&self) -> Result<bool, Error> {
@@ -286,15 +301,7 @@ pub async fn delete_access_request(
 ) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &access_request_resource());
     let mark = Mark::annotated_for(request, field_manager);
-    let live = match handle.find(request, &mark, cached).await? {
-        Found::Missing | Found::Foreign | Found::Predecessor(_) => return Ok(true),
-        Found::Ours(live) => live,
-    };
-    if !deleting(&live) {
-        return handle.delete().await;
-    }
-    release_finalizer(&handle, &live).await?;
-    Ok(false)
+    handle.delete_ours(request, &mark, cached).await
 }
 
 /// Creates the workload ClusterRequest if it does not exist (its spec is
@@ -333,15 +340,7 @@ pub async fn ensure_cluster_request(
 /// is gone.
 pub async fn delete_cluster_request(platform: &Client, request: &InstanceAccess<'_>) -> Result<bool, Error> {
     let handle = Handle::new(platform, request, &cluster_request_resource());
-    let live = match handle.find(request, &Mark::Labels, Lookup::Unknown).await? {
-        Found::Missing | Found::Foreign | Found::Predecessor(_) => return Ok(true),
-        Found::Ours(live) => live,
-    };
-    if !deleting(&live) {
-        return handle.delete().await;
-    }
-    release_finalizer(&handle, &live).await?;
-    Ok(false)
+    handle.delete_ours(request, &Mark::Labels, Lookup::Unknown).await
 }
 
 /// Removes the cluster-access finalizer once it is the last one (as the
