@@ -132,7 +132,7 @@ pub enum Error {
     /// Something only a tenant or the platform operator can fix: shown in
     /// the status, retried at the poll interval.
     #[error(transparent)]
-    Input(#[from] Input),
+    UserInput(#[from] UserInput),
     /// An object the host would write exists and belongs to someone else.
     #[error("{object} {reason}")]
     Conflict { object: String, reason: Conflicting },
@@ -187,7 +187,7 @@ pub enum Error {
 
 /// What a tenant or the platform operator must provide or fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Input {
+pub enum UserInput {
     /// The service object lacks a field every object has.
     #[error("invalid service object: {field} is missing")]
     ServiceObject { field: &'static str },
@@ -328,7 +328,7 @@ impl Error {
             },
             Error::InvalidPlan { .. } | Error::PluginTransient { .. } | Error::InputTooLarge { .. } => Category::Plugin,
             Error::Denied(_) => Category::CapabilityDenied,
-            Error::Input(_) | Error::ObservationTooLarge { .. } => Category::UserInput,
+            Error::UserInput(_) | Error::ObservationTooLarge { .. } => Category::UserInput,
             Error::Conflict { .. } => Category::Conflict,
             Error::Access(_) => Category::Access,
             Error::Kube { .. }
@@ -420,7 +420,8 @@ mod tests {
         assert_eq!(report(&Outer(io)), "outer: disk on fire");
         let e = Error::Io { path: "/x".into(), source: std::io::Error::other("gone") };
         assert_eq!(report(&e), "/x: gone");
-        let missing = Error::from(Input::NoSource { kind: "Secret".into(), namespace: "p".into(), name: "s".into() });
+        let missing =
+            Error::from(UserInput::NoSource { kind: "Secret".into(), namespace: "p".into(), name: "s".into() });
         assert_eq!(report(&missing), "Secret p/s does not exist on the platform cluster");
         let bind = Error::config("invalid bind address \":x\"", Some(Cause::from(std::io::Error::other("bad port"))));
         assert_eq!(report(&bind), "invalid bind address \":x\": bad port");
@@ -442,7 +443,7 @@ mod tests {
 
     #[test]
     fn categories_decide_who_must_act() {
-        assert!(Error::from(Input::ServiceObject { field: "metadata.name" }).category().needs_a_person());
+        assert!(Error::from(UserInput::ServiceObject { field: "metadata.name" }).category().needs_a_person());
         let conflict = Error::conflict("Secret a/b", Conflicting::OtherType);
         assert!(conflict.category().needs_a_person());
         assert_eq!(conflict.to_string(), "Secret a/b has another type than its source; remove it");

@@ -11,7 +11,7 @@ use serde_json::Value;
 use service_provider_sdk::contract::Cluster;
 use service_provider_sdk::names;
 
-use crate::error::{Error, Input};
+use crate::error::{Error, UserInput};
 use crate::owner::Owner;
 
 /// `(namespace, name)` of a service object: how the host keys what it
@@ -29,7 +29,7 @@ pub struct Instance {
 impl Instance {
     pub fn from_object(object: &Value) -> Result<Self, Error> {
         let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
-        let missing = |field| Error::from(Input::ServiceObject { field });
+        let missing = |field| Error::from(UserInput::ServiceObject { field });
         let name = text("/metadata/name").ok_or_else(|| missing("metadata.name"))?;
         // Service objects are namespaced.
         let namespace = text("/metadata/namespace").ok_or_else(|| missing("metadata.namespace"))?;

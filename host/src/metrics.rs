@@ -46,7 +46,7 @@ pub struct FailureLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginLabels {
-    /// The plugin call (`plan::Call`): plan, cleanup.
+    /// The plugin call (`plan::PluginCall`): plan, cleanup.
     pub call: &'static str,
 }
 

@@ -115,11 +115,11 @@ pub async fn render(planner: &Planner, request: &Request) -> Result<Value, Error
         key: KUBECONFIG_KEY.into(),
     });
     let context = gather::context(&instance, &provider_name, &request.pod_namespace, control_plane, None);
-    let call = match request.deleting {
-        true => gather::Call::Cleanup { watched: &|_| None },
-        false => gather::Call::Plan,
+    let purpose = match request.deleting {
+        true => gather::Purpose::Cleanup { watched: &|_| None },
+        false => gather::Purpose::Plan,
     };
-    let observed = gather::observed_from(&planner.granted, &context, call, &observed_objects);
+    let observed = gather::observed_from(&planner.granted, &context, purpose, &observed_objects);
     let input = gather::input(&object, provider_config.as_ref(), context, observed);
 
     let mut doc = json!({

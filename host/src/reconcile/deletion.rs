@@ -62,7 +62,7 @@ async fn cleanup_steps(
     let held = hold_access(ctx, object, &key, instance, &tenant).await?;
     let reach = held.reach(ctx);
     let input = observe(ctx, &key, raw, instance, provider_config, &held, &reach).await?;
-    let teardown = match timed(ctx, plan::Call::Cleanup, plan::cleanup(&ctx.planner, &input)).await? {
+    let teardown = match timed(ctx, plan::PluginCall::Cleanup, plan::cleanup(&ctx.planner, &input)).await? {
         Err(e) => {
             return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message: e.to_string() });
         }
@@ -204,8 +204,8 @@ async fn observe(
     };
     let stores = ctx.stores();
     let observer = ctx.observer(reach, &stores);
-    let call = gather::Call::Cleanup { watched: &watched };
-    let observed = gather::observe(&observer, &context, call, &mut gather::Fetched::default()).await?;
+    let purpose = gather::Purpose::Cleanup { watched: &watched };
+    let observed = gather::observe(&observer, &context, purpose, &mut gather::Fetched::default()).await?;
     Ok(gather::input(raw, provider_config, context, observed))
 }
 
@@ -221,8 +221,8 @@ async fn wait_for_blockers(
     input: &Input,
     blocked: Blocked,
 ) -> Result<(), Error> {
-    let call = gather::Call::Cleanup { watched: &|_| None };
-    let wanted = gather::observations(&ctx.granted().observations, call)
+    let purpose = gather::Purpose::Cleanup { watched: &|_| None };
+    let wanted = gather::observations(&ctx.granted().observations, purpose)
         .filter_map(|o| {
             Some(Wanted {
                 id: o.id.clone(),

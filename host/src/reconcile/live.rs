@@ -72,7 +72,7 @@ async fn apply_with_config(
         workload: clients.workload.as_ref(),
     };
     let (input, fetched) = observe(ctx, raw, instance, provider_config, kubeconfigs, &reach).await?;
-    let plan = match timed(ctx, plan::Call::Plan, plan::reconcile(&ctx.planner, &input)).await? {
+    let plan = match timed(ctx, plan::PluginCall::Plan, plan::reconcile(&ctx.planner, &input)).await? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
             let wrote =
@@ -243,7 +243,7 @@ async fn observe(
     let stores = ctx.stores();
     let observer = ctx.observer(reach, &stores);
     let mut fetched = gather::Fetched::default();
-    let observed = gather::observe(&observer, &context, gather::Call::Plan, &mut fetched).await?;
+    let observed = gather::observe(&observer, &context, gather::Purpose::Plan, &mut fetched).await?;
     Ok((gather::input(raw, Some(provider_config), context, observed), fetched))
 }
 

@@ -246,7 +246,7 @@ pub async fn read_provider_config(ctx: &Context) -> Result<Option<Value>, Error>
 }
 
 /// Awaits a plugin call and records how long it took.
-async fn timed<R>(ctx: &Context, call: plan::Call, future: impl Future<Output = R>) -> R {
+async fn timed<R>(ctx: &Context, call: plan::PluginCall, future: impl Future<Output = R>) -> R {
     let started = Instant::now();
     let result = future.instrument(tracing::debug_span!("plugin", call = call.label())).await;
     ctx.metrics.plugin_call(call, started.elapsed());

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ResourceStatus, ServiceStatus};
 use tracing::warn;
 
-use crate::error::Input;
+use crate::error::UserInput;
 use crate::metrics::Metrics;
 use crate::plugin::plan::report::{CONDITION_LIMITED, MAX_CONDITIONS};
 use crate::reconcile::budget::{self, Budgets, Limit};
@@ -147,9 +147,9 @@ pub fn terminating_failed(reason: &str, message: impl Into<String>) -> ServiceSt
 }
 
 /// What the host reports when the ProviderConfig does not exist.
-pub fn missing_provider_config(descriptor: &Descriptor, name: &str) -> Input {
+pub fn missing_provider_config(descriptor: &Descriptor, name: &str) -> UserInput {
     let (kind, api_version) = (descriptor.provider_config.kind.clone(), descriptor.provider_config.api_version());
-    Input::NoProviderConfig { kind, api_version, name: name.to_string() }
+    UserInput::NoProviderConfig { kind, api_version, name: name.to_string() }
 }
 
 /// The current time as a Kubernetes timestamp (whole seconds, UTC).

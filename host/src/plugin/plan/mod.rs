@@ -28,16 +28,16 @@ use crate::syntax::group_of;
 
 /// The plugin calls of a reconcile, as the call-duration metric names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Call {
+pub enum PluginCall {
     Plan,
     Cleanup,
 }
 
-impl LabelValue for Call {
+impl LabelValue for PluginCall {
     fn label(self) -> &'static str {
         match self {
-            Call::Plan => "plan",
-            Call::Cleanup => "cleanup",
+            PluginCall::Plan => "plan",
+            PluginCall::Cleanup => "cleanup",
         }
     }
 }

@@ -30,7 +30,7 @@ use service_provider_sdk::names;
 
 use super::{Change, Existing};
 use crate::adopt::Adoption;
-use crate::error::{Conflicting, Error, Input};
+use crate::error::{Conflicting, Error, UserInput};
 use crate::owner::{ANNOTATION_COPY_OF, ANNOTATION_INSTANCE, LABEL_COPY_OF, Owner};
 use crate::plugin::grant::Effective;
 use crate::plugin::grant::hard::Source;
@@ -105,7 +105,7 @@ impl CopyJob<'_> {
     fn missing(&self, copy: &ObjectCopy) -> Error {
         let (kind, namespace, name) =
             (copy.kind().to_string(), self.pod_namespace.to_string(), copy.source_name.clone());
-        Input::NoSource { kind, namespace, name }.into()
+        UserInput::NoSource { kind, namespace, name }.into()
     }
 
     pub(super) fn place(copy: &ObjectCopy) -> String {
@@ -191,7 +191,7 @@ impl CopyJob<'_> {
         if source_type != required {
             let (namespace, name) = (self.pod_namespace.to_string(), copy.source_name.clone());
             return Err(
-                Input::SecretType { namespace, name, found: source_type, required: required.to_string() }.into()
+                UserInput::SecretType { namespace, name, found: source_type, required: required.to_string() }.into()
             );
         }
 

@@ -46,11 +46,10 @@ pub fn context(
     }
 }
 
-/// Of the granted observations, those a `plan` (`cleanup == false`) or
-/// `cleanup` call needs.
-/// The plugin call an input is gathered for.
+/// What an input is gathered for: the plugin's `plan` call, or its
+/// `cleanup` call.
 #[derive(Clone, Copy)]
-pub enum Call<'a> {
+pub enum Purpose<'a> {
     Plan,
     /// `watched` answers the observations a blocked deletion watches.
     Cleanup {
@@ -58,22 +57,22 @@ pub enum Call<'a> {
     },
 }
 
-impl Call<'_> {
+impl Purpose<'_> {
     fn is_cleanup(&self) -> bool {
-        matches!(self, Call::Cleanup { .. })
+        matches!(self, Purpose::Cleanup { .. })
     }
 
     fn watched(&self, observation: &Observation) -> Option<Vec<Value>> {
         match self {
-            Call::Plan => None,
-            Call::Cleanup { watched } => watched(observation),
+            Purpose::Plan => None,
+            Purpose::Cleanup { watched } => watched(observation),
         }
     }
 }
 
 /// The granted observations a call needs.
-pub fn observations<'a>(granted: &'a [Observation], call: Call<'_>) -> impl Iterator<Item = &'a Observation> {
-    let cleanup = call.is_cleanup();
+pub fn observations<'a>(granted: &'a [Observation], purpose: Purpose<'_>) -> impl Iterator<Item = &'a Observation> {
+    let cleanup = purpose.is_cleanup();
     granted.iter().filter(move |o| o.stage.applies(cleanup))
 }
 
@@ -144,8 +143,8 @@ pub fn matches(observation: &Observation, context: &Context, object: &Value) -> 
 /// entry, possibly empty. The objects are the author's own, shown as given
 /// (a live observation shows another provider's objects at metadata detail
 /// only, [`shown`]; hand-written fixtures carry no owner labels).
-pub fn observed_from(granted: &Effective, context: &Context, call: Call<'_>, objects: &[Value]) -> Vec<Observed> {
-    observations(&granted.observations, call)
+pub fn observed_from(granted: &Effective, context: &Context, purpose: Purpose<'_>, objects: &[Value]) -> Vec<Observed> {
+    observations(&granted.observations, purpose)
         .filter(|o| reachable(o.cluster, context))
         .map(|o| Observed {
             id: o.id.clone(),
@@ -182,20 +181,20 @@ pub struct Observer<'a> {
 pub async fn observe(
     observer: &Observer<'_>,
     context: &Context,
-    call: Call<'_>,
+    purpose: Purpose<'_>,
     fetched: &mut Fetched,
 ) -> Result<Vec<Observed>, Error> {
     let Observer { reach, stores, granted, input_limit } = *observer;
     let budget = &mut Budget::new(input_limit);
     let mut observed = Vec::new();
-    for o in observations(&granted.observations, call) {
+    for o in observations(&granted.observations, purpose) {
         let Some(client) = reach.client(o.cluster) else { continue };
         let annotations = granted.annotations(&o.id);
         let what = || format!("observing {} ({}) on the {} cluster", o.api.kind, o.id, o.cluster);
         // A watch keeps no annotations (see `stores::blockers`): an
         // observation granted some is read instead.
         let watched = match annotations.is_empty() {
-            true => call.watched(o),
+            true => purpose.watched(o),
             false => None,
         };
         if let Some(objects) = watched {
@@ -413,10 +412,13 @@ mod tests {
         let thing = json!({"apiVersion": "g.io/v1", "kind": "Thing", "metadata": {"name": "a"}});
         let ids = |v: Vec<Observed>| v.into_iter().map(|o| (o.id, o.objects.len())).collect::<Vec<_>>();
         let granted = Effective::granting(granted);
-        assert_eq!(ids(observed_from(&granted, &c, Call::Plan, std::slice::from_ref(&thing))), [("x".to_string(), 1)]);
+        assert_eq!(
+            ids(observed_from(&granted, &c, Purpose::Plan, std::slice::from_ref(&thing))),
+            [("x".to_string(), 1)]
+        );
         c.control_plane = Some(KubeconfigRef { namespace: "n".into(), name: "s".into(), key: "kubeconfig".into() });
         assert_eq!(
-            ids(observed_from(&granted, &c, Call::Cleanup { watched: &|_| None }, &[thing])),
+            ids(observed_from(&granted, &c, Purpose::Cleanup { watched: &|_| None }, &[thing])),
             [("x".to_string(), 1), ("cp".to_string(), 1), ("late".to_string(), 1)]
         );
     }
