@@ -227,7 +227,7 @@ async fn main() -> anyhow::Result<()> {
         onboarding_kubeconfig: None,
         onboarding_timeout: Duration::from_secs(60),
         watch_namespace: None,
-        unreachable_grace: service_provider_host::reconcile::context::UNREACHABLE_GRACE,
+        unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
     };
     let counted_platform =
         clusters::client_from_kubeconfig(env.platform.kubeconfig_yaml(), Cluster::Platform, &metrics).await?;
@@ -246,13 +246,8 @@ async fn main() -> anyhow::Result<()> {
         &metrics,
     )
     .await?;
-    let ctx = std::sync::Arc::new(controller::context(
-        planner,
-        &settings,
-        counted_platform,
-        counted_onboarding,
-        metrics.clone(),
-    ));
+    let reached = controller::Reached::new(counted_platform, counted_onboarding);
+    let ctx = std::sync::Arc::new(controller::shared(planner, &settings, reached, metrics.clone()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(watch::run(ctx, async move {
         let _ = stopped.await;

@@ -226,7 +226,7 @@ impl ProviderArgs {
             onboarding_kubeconfig: self.onboarding_kubeconfig.clone(),
             onboarding_timeout: Duration::from_secs(self.onboarding_timeout_seconds),
             watch_namespace: self.watch_namespace.clone(),
-            unreachable_grace: service_provider_host::reconcile::context::UNREACHABLE_GRACE,
+            unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
         })
     }
 

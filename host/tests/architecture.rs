@@ -60,7 +60,7 @@ fn room_of_module(path: &[String]) -> Option<String> {
     }
 }
 
-/// The room a referenced path (`crate::reconcile::Context`) lands in: the
+/// The room a referenced path (`crate::reconcile::Shared`) lands in: the
 /// deepest room it names; a name the crate root re-exports (`crate::Error`)
 /// is `error`'s.
 fn room_of_reference(path: &[String], rooms: &BTreeSet<String>) -> Option<String> {
@@ -282,12 +282,13 @@ fn the_wings_point_one_way() {
 
 /// The rooms of `reconcile/` that are its paths, not its steps: the entry
 /// point, the live and the deletion path, how an instance reaches its
-/// clusters, and the context they share.
-const PATHS: &[&str] = &["reconcile", "reconcile/live", "reconcile/deletion", "reconcile/reach", "reconcile/context"];
+/// clusters, and the whole they share (its parts, such as `memory`, may be
+/// handed to a step).
+const PATHS: &[&str] = &["reconcile", "reconcile/live", "reconcile/deletion", "reconcile/reach", "reconcile/shared"];
 
 /// The steps of the reconcile (`reconcile/access`, `gather`, `apply`,
 /// `status`, and what they share) take named values from the paths and
-/// hand named values back; none reaches into a path or the context.
+/// hand named values back; none reaches into a path or the shared whole.
 #[test]
 fn a_step_does_not_reach_back_into_the_reconcile() {
     let graph = graph();
@@ -351,7 +352,7 @@ fn the_wasm_side_knows_no_cluster() {
 fn the_checker_sees_circles_groups_and_wrong_ways() {
     let file = src().join("reconcile/apply/copy.rs");
     let text = "use crate::{Error, plugin::{self, plan::Step as S}, syntax};\n\
-                use super::{budget, prune::Plan};\nuse super::super::Context;\n\
+                use super::{budget, prune::Plan};\nuse super::super::Shared;\n\
                 let x = crate::reconcile::status::now();\n// crate::commented\n\
                 #[cfg(test)]\nmod tests {\n    use crate::controller::Settings;\n}";
     let paths: BTreeSet<String> = references(&file, text).into_iter().map(|p| p.join("::")).collect();
@@ -362,13 +363,13 @@ fn the_checker_sees_circles_groups_and_wrong_ways() {
         "syntax",
         "reconcile::apply::budget",
         "reconcile::apply::prune::Plan",
-        "reconcile::Context",
+        "reconcile::Shared",
         "reconcile::status::now",
     ];
     assert_eq!(paths, expected.iter().map(|p| p.to_string()).collect::<BTreeSet<_>>());
     let rooms = rooms();
     let room = |p: &[&str]| room_of_reference(&p.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &rooms);
-    assert_eq!(room(&["reconcile", "Context"]).as_deref(), Some("reconcile"));
+    assert_eq!(room(&["reconcile", "Shared"]).as_deref(), Some("reconcile"));
     assert_eq!(room(&["reconcile", "apply", "copy"]).as_deref(), Some("reconcile/apply"));
     assert_eq!(room(&["Error"]).as_deref(), Some("error"));
     assert_eq!(module_path(&file), ["reconcile", "apply", "copy"]);

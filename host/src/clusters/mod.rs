@@ -167,51 +167,51 @@ struct Cached {
     cluster: Cluster,
 }
 
-/// Kubeconfigs read from Secrets (keyed by the Secret), and the connection pools their clients share.
-#[derive(Default)]
+/// Kubeconfigs read from Secrets (keyed by the Secret), and the connection
+/// pools their clients share; each client's requests are counted in
+/// `metrics`.
 pub struct ClientCache {
     kubeconfigs: Mutex<HashMap<SecretKey, Cached>>,
     pools: pools::Pools,
+    metrics: Arc<Metrics>,
 }
 
 impl ClientCache {
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        ClientCache { kubeconfigs: Mutex::default(), pools: pools::Pools::default(), metrics }
+    }
+
     /// A client for the kubeconfig in `at`, read again (one Secret read per
     /// call, to notice rotation).
-    pub async fn get(
-        &self,
-        platform: &Client,
-        at: &KubeconfigRef,
-        cluster: Cluster,
-        metrics: &Arc<Metrics>,
-    ) -> Result<Client, Error> {
+    pub async fn get(&self, platform: &Client, at: &KubeconfigRef, cluster: Cluster) -> Result<Client, Error> {
         let key = (at.namespace.clone(), at.name.clone());
         let (text, _) = read_kubeconfig(platform, at).await?;
-        let client = self.build(&text, cluster, metrics).await?;
+        let client = self.build(&text, cluster).await?;
         self.kubeconfigs.lock().expect("not poisoned").insert(key, Cached { text: text.into(), cluster });
         Ok(client)
     }
 
     /// A client for the Secret in `at` as last read, without reading it
     /// again; `None` if it was never read.
-    pub async fn cached(&self, at: &KubeconfigRef, metrics: &Arc<Metrics>) -> Result<Option<Client>, Error> {
+    pub async fn cached(&self, at: &KubeconfigRef) -> Result<Option<Client>, Error> {
         let key = (at.namespace.clone(), at.name.clone());
         let (text, cluster) = {
             let kubeconfigs = self.kubeconfigs.lock().expect("not poisoned");
             let Some(cached) = kubeconfigs.get(&key) else { return Ok(None) };
             (cached.text.clone(), cached.cluster)
         };
-        Ok(Some(self.build(&text, cluster, metrics).await?))
+        Ok(Some(self.build(&text, cluster).await?))
     }
 
     /// A client from kubeconfig text read from a cluster, on the shared
     /// connections of its server.
-    async fn build(&self, yaml: &str, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    async fn build(&self, yaml: &str, cluster: Cluster) -> Result<Client, Error> {
         let config = Config::from_custom_kubeconfig(sanitized(yaml, cluster)?, &KubeConfigOptions::default())
             .await
             .map_err(|e| unusable(cluster, e))?;
         let refused = |e: kube::Error| unusable(cluster, e);
         let pool = self.pools.pool(&config).map_err(refused)?;
-        let metrics = metrics.clone();
+        let metrics = self.metrics.clone();
         let label = cluster.as_str();
         let service = tower::ServiceBuilder::new()
             .layer(config.base_uri_layer())

@@ -10,6 +10,7 @@ mod run;
 pub mod server;
 pub mod watch;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,11 +25,14 @@ use tracing::info;
 
 use crate::adopt::Adoption;
 use crate::clusters::onboarding::Onboarding;
-use crate::clusters::{self, client_from_kubeconfig};
+use crate::clusters::{self, ClientCache, client_from_kubeconfig};
 use crate::metrics::Metrics;
 use crate::plugin::plan::Planner;
-use crate::reconcile::Context;
 use crate::reconcile::access;
+use crate::reconcile::memory::Memory;
+use crate::reconcile::shared::{Clusters, Identity, Loaded, Shared, Watches};
+use crate::reconcile::status::StatusWriter;
+use crate::stores::blockers::Blockers;
 use crate::{Error, resource};
 
 /// Who this provider is and where it runs.
@@ -251,28 +255,61 @@ pub struct Endpoints {
     pub health: Option<SocketAddr>,
 }
 
-/// Builds the shared reconcile context.
-pub fn context(
-    planner: Planner,
-    settings: &Settings,
-    platform: Client,
-    onboarding: Client,
-    metrics: Arc<Metrics>,
-) -> Context {
-    let reporter = Reporter { controller: settings.field_manager(), instance: settings.pod_name.clone() };
-    let mut ctx = Context::new(
-        planner,
-        settings.provider_name.clone(),
-        settings.pod_namespace.clone(),
-        platform,
-        onboarding,
-        reporter,
+/// What `run` reached before a controller starts.
+pub struct Reached {
+    pub platform: Client,
+    pub onboarding: Client,
+    /// The Secret in the pod namespace the onboarding kubeconfig was read
+    /// from (none for the development override): the host's own
+    /// credentials, never copied.
+    pub onboarding_secret: Option<String>,
+    /// The group versions whose kinds the platform's discovery served at
+    /// start ([`crate::clusters::kinds::check`]).
+    pub platform_versions: BTreeSet<String>,
+}
+
+impl Reached {
+    /// Both clusters, nothing checked yet and no Secret of the host's own.
+    pub fn new(platform: Client, onboarding: Client) -> Self {
+        Reached { platform, onboarding, onboarding_secret: None, platform_versions: BTreeSet::new() }
+    }
+}
+
+/// What every reconcile shares, from the settings and what `run` reached:
+/// the one place it is assembled.
+pub fn shared(planner: Planner, settings: &Settings, reached: Reached, metrics: Arc<Metrics>) -> Shared {
+    let Reached { platform, onboarding, onboarding_secret, platform_versions } = reached;
+    let field_manager = settings.field_manager();
+    let blockers = Blockers::new(planner.plugin.input_limit());
+    let plugin = Loaded::new(planner, platform_versions);
+    let memory = Memory::default();
+    let status = StatusWriter {
+        onboarding: onboarding.clone(),
+        service: plugin.service.clone(),
+        reporter: Reporter { controller: field_manager.clone(), instance: settings.pod_name.clone() },
+        budgets: memory.budgets.clone(),
+        metrics: metrics.clone(),
+    };
+    Shared {
+        plugin,
+        identity: Identity {
+            provider_name: settings.provider_name.clone(),
+            pod_namespace: settings.pod_namespace.clone(),
+            field_manager,
+            reserved_secrets: onboarding_secret.into_iter().collect(),
+            adoption: settings.adoption.clone(),
+        },
+        clusters: Clusters {
+            platform,
+            onboarding,
+            tenants: ClientCache::new(metrics.clone()),
+            unreachable_grace: settings.unreachable_grace,
+        },
+        memory,
+        watches: Watches::new(settings.watch_namespace.clone(), blockers),
+        status,
         metrics,
-    );
-    ctx.watch_namespace = settings.watch_namespace.clone();
-    ctx.unreachable_grace = settings.unreachable_grace;
-    ctx.adoption = settings.adoption.clone();
-    ctx
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use service_provider_sdk::contract::Cluster;
 use tracing::{info, warn};
 
 use super::server::{self, Health};
-use super::{Endpoints, Settings, context, onboarding, probe, watch};
+use super::{Endpoints, Reached, Settings, onboarding, probe, shared, watch};
 use crate::clusters::kinds;
 use crate::clusters::onboarding::Onboarding;
 use crate::error::Leadership;
@@ -118,9 +118,13 @@ pub async fn run(
         }
 
         health.not_ready("starting the controller (caches not synced yet)");
-        let mut ctx = context(planner.clone(), settings, platform.clone(), onboarding.client.clone(), metrics.clone());
-        ctx.reserved_secrets.extend(onboarding.secret().map(|s| s.name.clone()));
-        ctx.platform_versions = platform_versions.clone();
+        let reached = Reached {
+            platform: platform.clone(),
+            onboarding: onboarding.client.clone(),
+            onboarding_secret: onboarding.secret().map(|s| s.name.clone()),
+            platform_versions: platform_versions.clone(),
+        };
+        let ctx = shared(planner.clone(), settings, reached, metrics.clone());
         let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
         let synced = health.clone();
         let controller = watch::run_until(

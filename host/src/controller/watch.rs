@@ -41,7 +41,8 @@ use crate::Error;
 use crate::clusters;
 use crate::owner::{LABEL_COPY_OF, Owner};
 use crate::reconcile::access;
-use crate::reconcile::{self, Context, OPERATION, OPERATION_RECONCILE};
+use crate::reconcile::shared::Loaded;
+use crate::reconcile::{self, OPERATION, OPERATION_RECONCILE, Shared};
 use crate::resource;
 use crate::stores::{Packed, Stores, Watched, blockers, pack_event};
 
@@ -58,9 +59,9 @@ const DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// The kinds the plugin may copy: Secrets always, ConfigMaps when it asks
 /// for them anywhere (copies and objects share capabilities).
-fn copied_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
+fn copied_kinds(plugin: &Loaded) -> Vec<kube::api::ApiResource> {
     let mut kinds = vec![resource::api_resource("v1", "Secret", "secrets")];
-    if ctx.descriptor().capabilities.iter().any(|c| c.api.group.is_empty() && c.api.kind == "ConfigMap") {
+    if plugin.descriptor().capabilities.iter().any(|c| c.api.group.is_empty() && c.api.kind == "ConfigMap") {
         kinds.push(resource::api_resource("v1", "ConfigMap", "configmaps"));
     }
     kinds
@@ -68,8 +69,8 @@ fn copied_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
 
 /// The platform kinds to watch: what the plugin observes or writes there
 /// (Secrets and ConfigMaps have their own watches).
-fn platform_kinds(ctx: &Context) -> Vec<kube::api::ApiResource> {
-    let d = ctx.descriptor();
+fn platform_kinds(plugin: &Loaded) -> Vec<kube::api::ApiResource> {
+    let d = plugin.descriptor();
     let mut seen = BTreeSet::new();
     let observed = d.observations.iter().filter(|o| o.cluster == Cluster::Platform).map(|o| &o.api);
     let written = d.capabilities.iter().filter(|c| c.cluster == Cluster::Platform).map(|c| &c.api);
@@ -92,14 +93,14 @@ fn service_object_changed(object: &Packed) -> Option<u64> {
     Some(hasher.finish())
 }
 
-fn instance_ref(ctx: &Context, namespace: &str, name: &str) -> ObjectRef<Packed> {
-    ObjectRef::new_with(name, ctx.service.clone()).within(namespace)
+fn instance_ref(plugin: &Loaded, namespace: &str, name: &str) -> ObjectRef<Packed> {
+    ObjectRef::new_with(name, plugin.service.clone()).within(namespace)
 }
 
 /// The instance an object of the provider's belongs to, by its owner labels.
-fn owner_of(ctx: &Context, object: &Packed) -> Option<ObjectRef<Packed>> {
+fn owner_of(plugin: &Loaded, provider_name: &str, object: &Packed) -> Option<ObjectRef<Packed>> {
     let meta = object.full_metadata().ok()?;
-    Owner::of(&meta, &ctx.provider_name).map(|(ns, name)| instance_ref(ctx, &ns, &name))
+    Owner::of(&meta, provider_name).map(|(ns, name)| instance_ref(plugin, &ns, &name))
 }
 
 /// The stream of objects a watch sees.
@@ -134,27 +135,29 @@ fn reflect(
 }
 
 /// Hands a reconcile the service object parsed from its store.
-async fn reconcile(object: Arc<Packed>, ctx: Arc<Context>) -> Result<kube::runtime::controller::Action, Error> {
+async fn reconcile(object: Arc<Packed>, ctx: Arc<Shared>) -> Result<kube::runtime::controller::Action, Error> {
     let object = object.unpack().map_err(|e| Error::json("reading a stored service object", e))?;
     reconcile::reconcile(Arc::new(object), ctx).await
 }
 
 /// Runs the controller until `shutdown` completes.
-pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(ctx: Arc<Shared>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     run_until(ctx, shutdown, || {}).await;
 }
 
 /// Like [`run`]; `synced` is called once every watch has listed (the
 /// stores are filled and reconciles read from them).
 pub async fn run_until(
-    ctx: Arc<Context>,
+    ctx: Arc<Shared>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     synced: impl FnOnce() + Send + 'static,
 ) {
-    let service = resource::dynamic_api(&ctx.onboarding, &ctx.service, ctx.watch_namespace.as_deref());
-    let provider_selector = Owner::provider_selector(&ctx.provider_name);
+    let service =
+        resource::dynamic_api(&ctx.clusters.onboarding, &ctx.plugin.service, ctx.watches.namespace.as_deref());
+    let provider_selector = Owner::provider_selector(&ctx.identity.provider_name);
     let mut stores = Stores::default();
-    let (primary, objects) = reflect(service, ctx.service.clone(), watcher::Config::default().any_semantic(), true);
+    let (primary, objects) =
+        reflect(service, ctx.plugin.service.clone(), watcher::Config::default().any_semantic(), true);
     // The host's own status writes are not a reason to look again: only
     // what a person or openmcp changes is (the spec, which moves the
     // generation; annotations such as the operation; labels; finalizers;
@@ -173,21 +176,25 @@ pub async fn run_until(
     })
     .flatten()
     .boxed();
-    let mut controller = Controller::for_stream_with(objects, primary.store.clone(), ctx.service.clone())
+    let mut controller = Controller::for_stream_with(objects, primary.store.clone(), ctx.plugin.service.clone())
         .with_config(controller::Config::default().concurrency(8).debounce(DEBOUNCE));
 
-    for resource in platform_kinds(&ctx) {
+    for resource in platform_kinds(&ctx.plugin) {
         info!(kind = %resource.kind, "watching managed objects on the platform cluster");
-        let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &resource);
+        let api: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &resource);
         let config = watcher::Config::default().labels(&provider_selector);
         let (watched, objects) = reflect(api, resource.clone(), config, false);
         stores.owned.push(watched);
         let c = ctx.clone();
-        controller = controller.watches_stream_with(objects, move |o: Packed| owner_of(&c, &o), resource);
+        controller = controller.watches_stream_with(
+            objects,
+            move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o),
+            resource,
+        );
     }
 
-    let controller_name = ctx.descriptor().service.group.clone();
-    let requests: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &access::access_request_resource());
+    let controller_name = ctx.plugin.descriptor().service.group.clone();
+    let requests: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &access::access_request_resource());
     let managed_by = format!("{}={}", access::LABEL_MANAGED_BY, names::label_value(&controller_name));
     let (watched, objects) =
         reflect(requests, access::access_request_resource(), watcher::Config::default().labels(&managed_by), false);
@@ -199,15 +206,15 @@ pub async fn run_until(
             let labels = ar.full_metadata().ok()?.labels?;
             let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
             let namespace = labels.get(access::LABEL_ONBOARDING_NAMESPACE)?;
-            Some(instance_ref(&c, namespace, name))
+            Some(instance_ref(&c.plugin, namespace, name))
         },
         access::access_request_resource(),
     );
 
-    for kind in copied_kinds(&ctx) {
+    for kind in copied_kinds(&ctx.plugin) {
         // Sources in the pod namespace: exactly the instances whose last plan
         // copies them, so a rotated pull secret or CA bundle rolls out at once.
-        let sources = resource::dynamic_api(&ctx.platform, &kind, Some(&ctx.pod_namespace));
+        let sources = resource::dynamic_api(&ctx.clusters.platform, &kind, Some(&ctx.identity.pod_namespace));
         let (watched, objects) = reflect(sources, kind.clone(), watcher::Config::default(), true);
         stores.sources.push(watched);
         let c = ctx.clone();
@@ -215,33 +222,38 @@ pub async fn run_until(
         controller = controller.watches_stream_with(
             objects,
             move |o: Packed| {
-                let users = c.instances.users_of_source(&source_kind, &o.name_any());
-                users.into_iter().map(|(ns, name)| instance_ref(&c, &ns, &name)).collect::<Vec<_>>()
+                let users = c.memory.users_of_source(&source_kind, &o.name_any());
+                users.into_iter().map(|(ns, name)| instance_ref(&c.plugin, &ns, &name)).collect::<Vec<_>>()
             },
             kind.clone(),
         );
         // The copies on the platform cluster: an edit or deletion is undone.
-        let copies = resource::dynamic_api(&ctx.platform, &kind, None);
+        let copies = resource::dynamic_api(&ctx.clusters.platform, &kind, None);
         let config = watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}"));
         let (watched, objects) = reflect(copies, kind.clone(), config, false);
         stores.copies.push(watched);
         let c = ctx.clone();
-        controller = controller.watches_stream_with(objects, move |o: Packed| owner_of(&c, &o), kind);
+        controller = controller.watches_stream_with(
+            objects,
+            move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o),
+            kind,
+        );
     }
 
     // What blocks a deletion is watched while it does (see
     // `stores::blockers`); a change there reconciles the instance.
     let (blocker_changed, blocked) = futures::channel::mpsc::unbounded();
-    ctx.blockers.set_wake(Some(blocker_changed));
+    ctx.watches.blockers.set_wake(Some(blocker_changed));
     let c = ctx.clone();
-    controller = controller.reconcile_on(blocked.map(move |(ns, name): (String, String)| instance_ref(&c, &ns, &name)));
+    controller =
+        controller.reconcile_on(blocked.map(move |(ns, name): (String, String)| instance_ref(&c.plugin, &ns, &name)));
 
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
-    let pcs: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
-    let by_name = watcher::Config::default().fields(&format!("metadata.name={}", ctx.provider_name));
-    let (watched, objects) = reflect(pcs, ctx.provider_config.clone(), by_name, true);
+    let pcs: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &ctx.plugin.provider_config);
+    let by_name = watcher::Config::default().fields(&format!("metadata.name={}", ctx.identity.provider_name));
+    let (watched, objects) = reflect(pcs, ctx.plugin.provider_config.clone(), by_name, true);
     stores.provider_config = Some(watched);
-    ctx.set_stores(stores);
+    ctx.watches.set_stores(stores);
     let cache = tokio::spawn(report_synced(primary, synced));
     let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), objects, trigger));
     let evict = tokio::spawn(evict_idle(ctx.clone()));
@@ -264,30 +276,30 @@ pub async fn run_until(
     cache.abort();
     evict.abort();
     // The writers are gone with the watches: no reads from stale stores.
-    ctx.set_stores(Stores::default());
-    ctx.blockers.set_wake(None);
-    ctx.blockers.clear();
+    ctx.watches.set_stores(Stores::default());
+    ctx.watches.blockers.set_wake(None);
+    ctx.watches.blockers.clear();
 }
 
 /// Drops the connection pools nobody used for [`clusters::POOL_IDLE`] and
 /// the blocker watches no round read for [`blockers::IDLE`], so memory
 /// follows the clusters that are busy, not all there are.
-async fn evict_idle(ctx: Arc<Context>) {
+async fn evict_idle(ctx: Arc<Shared>) {
     let mut every = tokio::time::interval(clusters::POOL_IDLE / 2);
     loop {
         every.tick().await;
-        let left = ctx.clients.evict_idle(clusters::POOL_IDLE);
+        let left = ctx.clusters.tenants.evict_idle(clusters::POOL_IDLE);
         debug!(pools = left, "idle connection pools dropped");
-        let left = ctx.blockers.evict_idle(blockers::IDLE);
-        ctx.metrics.blockers(left, ctx.blockers.bytes());
+        let left = ctx.watches.blockers.evict_idle(blockers::IDLE);
+        ctx.metrics.blockers(left, ctx.watches.blockers.bytes());
         debug!(watches = left, "blocker watches nobody read ended");
     }
 }
 
 /// Returns once every store in the context has its first list.
-async fn stores_listed(ctx: Arc<Context>) {
+async fn stores_listed(ctx: Arc<Shared>) {
     let mut every = tokio::time::interval(Duration::from_millis(50));
-    while !ctx.stores().synced() {
+    while !ctx.watches.stores().synced() {
         every.tick().await;
     }
 }
@@ -305,11 +317,11 @@ async fn report_synced(primary: Watched, synced: impl FnOnce() + Send + 'static)
 /// Watches the ProviderConfig: any change re-reconciles every instance; a
 /// `reconcile` operation annotation is removed first (one-shot trigger).
 async fn watch_provider_config(
-    ctx: Arc<Context>,
+    ctx: Arc<Shared>,
     mut events: Objects,
     trigger: futures::channel::mpsc::UnboundedSender<()>,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
+    let api: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &ctx.plugin.provider_config);
     while let Some(event) = events.next().await {
         match event {
             Ok(pc) => {

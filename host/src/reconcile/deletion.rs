@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use kube::Client;
 use kube::api::DynamicObject;
 use serde_json::Value;
 use service_provider_sdk::contract::{
@@ -14,10 +15,12 @@ use tracing::{info, warn};
 
 use super::access::{self, InstanceAccess, Target};
 use super::apply::{self, Scope};
-use super::context::Memo;
+use super::memory::Memo;
 use super::reach::{Connected, check_kinds, current_request, instance_access, remaining_access};
-use super::{Context, InstanceKey, WAIT, key_of, not_yet, timed};
+use super::shared::{Clusters, Identity};
+use super::{InstanceKey, Shared, WAIT, key_of, not_yet, timed};
 use super::{gather, status};
+use crate::clusters::ClientCache;
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::owner::Owner;
@@ -29,7 +32,7 @@ use crate::{Error, resource};
 
 /// Deletion. Returns `Ok` only when everything is gone, so the finalizer
 /// helper removes the finalizer only then; `Error::NotYet` keeps it.
-pub(super) async fn run(object: &DynamicObject, provider_config: Option<&Value>, ctx: &Context) -> Result<(), Error> {
+pub(super) async fn run(object: &DynamicObject, provider_config: Option<&Value>, ctx: &Shared) -> Result<(), Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
     let instance = Instance::from_object(&raw)?;
     match cleanup_steps(object, &raw, &instance, provider_config, ctx).await {
@@ -55,34 +58,37 @@ async fn cleanup_steps(
     raw: &Value,
     instance: &Instance,
     provider_config: Option<&Value>,
-    ctx: &Context,
+    ctx: &Shared,
 ) -> Result<(), Error> {
     let key = key_of(object);
     let tenant = instance.tenant_namespace();
     let held = hold_access(ctx, object, &key, instance, &tenant).await?;
-    let reach = held.reach(ctx);
+    let reach = held.reach(&ctx.clusters);
     let input = observe(ctx, &key, raw, instance, provider_config, &held, &reach).await?;
-    let teardown = match timed(ctx, plan::PluginCall::Cleanup, plan::cleanup(&ctx.planner, &input)).await? {
-        Err(e) => {
-            return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message: e.to_string() });
-        }
-        Ok(CleanupPlan::Blocked(blocked)) => {
-            return wait_for_blockers(ctx, object, &key, &held, &reach, &input, blocked).await;
-        }
-        Ok(CleanupPlan::Teardown(teardown)) => teardown,
-    };
-    ctx.blockers.forget(&key);
+    let teardown =
+        match timed(&ctx.metrics, plan::PluginCall::Cleanup, plan::cleanup(&ctx.plugin.planner, &input)).await? {
+            Err(e) => {
+                return Err(Error::PluginTransient {
+                    plugin: ctx.plugin.descriptor().name.clone(),
+                    message: e.to_string(),
+                });
+            }
+            Ok(CleanupPlan::Blocked(blocked)) => {
+                return wait_for_blockers(ctx, object, &key, &held, &reach, &input, blocked).await;
+            }
+            Ok(CleanupPlan::Teardown(teardown)) => teardown,
+        };
+    ctx.watches.blockers.forget(&key);
     let in_progress =
         ServiceStatus { resources: teardown.resources.clone(), ..status::terminating("Cleanup in progress") };
     ctx.status.write(object, &in_progress, status::Severity::Normal).await?;
-    held.revoke_lost(ctx).await?;
-    let owner = instance.owner(&ctx.provider_name);
+    held.revoke_lost(&ctx.clusters, &ctx.identity).await?;
+    let owner = instance.owner(&ctx.identity.provider_name);
     tear_down(ctx, &key, &reach, &teardown, &owner).await?;
     prune_the_rest(ctx, &key, &reach, &input.context, &owner).await?;
-    held.revoke_all(ctx).await?;
-    held.forget_clients(ctx);
-    ctx.instances.forget(&key);
-    ctx.budgets.forget(&key);
+    held.revoke_all(&ctx.clusters, &ctx.identity).await?;
+    held.forget_clients(&ctx.clusters.tenants);
+    ctx.memory.forget(&key);
     info!("cleanup complete");
     Ok(())
 }
@@ -106,7 +112,7 @@ struct Access<'a>(Vec<Held<'a>>);
 /// gone, the platform side is still cleaned up), and only while the
 /// cluster answers; the plugin's kinds checked on each.
 async fn hold_access<'a>(
-    ctx: &'a Context,
+    ctx: &'a Shared,
     object: &DynamicObject,
     key: &InstanceKey,
     instance: &'a Instance,
@@ -114,16 +120,16 @@ async fn hold_access<'a>(
 ) -> Result<Access<'a>, Error> {
     let mut held = Vec::new();
     for target in [Target::ControlPlane, Target::Workload] {
-        if target == Target::Workload && !ctx.granted().workload_cluster {
+        if target == Target::Workload && !ctx.plugin.granted().workload_cluster {
             continue;
         }
         let cluster = target.cluster();
-        let request = instance_access(ctx, instance, tenant, target);
+        let request = instance_access(&ctx.plugin, instance, tenant, target);
         let known = current_request(ctx, &request).await?;
         let access = remaining_access(ctx, key, &request, &known, cluster).await?;
         let Answering { access, lost } = answering(ctx, object, key, cluster, access).await?;
         if let Some(connected) = &access {
-            check_kinds(ctx, key, cluster, &connected.client).await?;
+            check_kinds(&ctx.plugin, &ctx.memory, key, cluster, &connected.client).await?;
         }
         held.push(Held { cluster, request, known, access, lost });
     }
@@ -135,10 +141,10 @@ impl Access<'_> {
         self.0.iter().find(|h| h.cluster == cluster)?.access.as_ref()
     }
 
-    fn reach<'c>(&'c self, ctx: &'c Context) -> Reach<'c> {
+    fn reach<'c>(&'c self, clusters: &'c Clusters) -> Reach<'c> {
         Reach {
-            platform: &ctx.platform,
-            onboarding: &ctx.onboarding,
+            platform: &clusters.platform,
+            onboarding: &clusters.onboarding,
             control_plane: self.access(Cluster::ControlPlane).map(|c| &c.client),
             workload: self.access(Cluster::Workload).map(|c| &c.client),
         }
@@ -154,27 +160,27 @@ impl Access<'_> {
     /// access to finish its own work there (a finalizer, say) can only give
     /// up once the access is gone. So is an access whose revocation has
     /// begun (it counts as gone for the plugin anyway).
-    async fn revoke_lost(&self, ctx: &Context) -> Result<(), Error> {
+    async fn revoke_lost(&self, clusters: &Clusters, identity: &Identity) -> Result<(), Error> {
         for held in &self.0 {
             let being_revoked = held.known.clone().found().is_some_and(|ar| ar.metadata.deletion_timestamp.is_some());
             if held.lost || being_revoked {
-                revoke(ctx, &held.request, held.known.clone()).await?;
+                revoke(&clusters.platform, &identity.field_manager, &held.request, held.known.clone()).await?;
             }
         }
         Ok(())
     }
 
     /// Step, the last: the instance's cluster access.
-    async fn revoke_all(&self, ctx: &Context) -> Result<(), Error> {
+    async fn revoke_all(&self, clusters: &Clusters, identity: &Identity) -> Result<(), Error> {
         for held in &self.0 {
-            revoke(ctx, &held.request, held.known.clone()).await?;
+            revoke(&clusters.platform, &identity.field_manager, &held.request, held.known.clone()).await?;
         }
         Ok(())
     }
 
-    fn forget_clients(&self, ctx: &Context) {
+    fn forget_clients(&self, tenants: &ClientCache) {
         for connected in self.0.iter().filter_map(|h| h.access.as_ref()) {
-            ctx.clients.forget(&connected.kubeconfig);
+            tenants.forget(&connected.kubeconfig);
         }
     }
 }
@@ -182,7 +188,7 @@ impl Access<'_> {
 /// Step: the plugin's input, with what a blocked deletion watches answered
 /// from the watches instead of read again.
 async fn observe(
-    ctx: &Context,
+    ctx: &Shared,
     key: &InstanceKey,
     raw: &Value,
     instance: &Instance,
@@ -193,17 +199,17 @@ async fn observe(
     let at = |cluster| held.access(cluster).map(|c| c.kubeconfig.clone());
     let context = gather::context(
         instance,
-        &ctx.provider_name,
-        &ctx.pod_namespace,
+        &ctx.identity.provider_name,
+        &ctx.identity.pod_namespace,
         at(Cluster::ControlPlane),
         at(Cluster::Workload),
     );
     let watched = |o: &Observation| {
-        let packed = ctx.blockers.objects(key, &o.id, &held.identity(o.cluster)?)?;
+        let packed = ctx.watches.blockers.objects(key, &o.id, &held.identity(o.cluster)?)?;
         packed.iter().map(|p| p.value().ok()).collect::<Option<Vec<_>>>()
     };
-    let stores = ctx.stores();
-    let observer = ctx.observer(reach, &stores);
+    let stores = ctx.watches.stores();
+    let observer = ctx.plugin.observer(reach, &stores);
     let purpose = gather::Purpose::Cleanup { watched: &watched };
     let observed = gather::observe(&observer, &context, purpose, &mut gather::Fetched::default()).await?;
     Ok(gather::input(raw, provider_config, context, observed))
@@ -213,7 +219,7 @@ async fn observe(
 /// what it observed on the tenant's clusters instead of reading it again;
 /// say why in the status; look again when the plugin asked.
 async fn wait_for_blockers(
-    ctx: &Context,
+    ctx: &Shared,
     object: &DynamicObject,
     key: &InstanceKey,
     held: &Access<'_>,
@@ -222,7 +228,7 @@ async fn wait_for_blockers(
     blocked: Blocked,
 ) -> Result<(), Error> {
     let purpose = gather::Purpose::Cleanup { watched: &|_| None };
-    let wanted = gather::observations(&ctx.granted().observations, purpose)
+    let wanted = gather::observations(&ctx.plugin.granted().observations, purpose)
         .filter_map(|o| {
             Some(Wanted {
                 id: o.id.clone(),
@@ -235,7 +241,7 @@ async fn wait_for_blockers(
             })
         })
         .collect();
-    ctx.blockers.keep(key, wanted);
+    ctx.watches.blockers.keep(key, wanted);
     let desired = ServiceStatus { resources: blocked.resources, ..status::terminating(&blocked.message) };
     ctx.status.write(object, &desired, status::Severity::Normal).await?;
     // At least the floor a plan's requeue has (a watch wakes the instance
@@ -255,33 +261,33 @@ fn gone(target: &ObjectRef) -> Memo {
 /// Step: the plugin's order first, each object gone before the next; then
 /// the copies (nothing waits on them).
 async fn tear_down(
-    ctx: &Context,
+    ctx: &Shared,
     key: &InstanceKey,
     reach: &Reach<'_>,
     teardown: &Teardown,
     owner: &Owner,
 ) -> Result<(), Error> {
-    let stores = ctx.stores();
+    let stores = ctx.watches.stores();
     let cached = |target: &ObjectRef| match target.cluster {
         Cluster::Platform => stores.ours(&target.api_version, &target.kind, target.namespace.as_deref(), &target.name),
         _ => Lookup::Unknown,
     };
     for target in &teardown.objects {
         let Some(client) = reach.client(target.cluster) else { continue };
-        if ctx.instances.is_verified(key, &gone(target)) {
+        if ctx.memory.is_verified(key, &gone(target)) {
             continue;
         }
         if !apply::delete(client, target, cached(target), owner).await? {
             return Err(not_yet(format!("waiting for {} {} to be deleted", target.kind, target.name), WAIT));
         }
-        ctx.instances.set_verified(key, gone(target));
+        ctx.memory.set_verified(key, gone(target));
     }
     for target in &teardown.copies {
         if let Some(client) = reach.client(target.cluster)
-            && !ctx.instances.is_verified(key, &gone(target))
+            && !ctx.memory.is_verified(key, &gone(target))
         {
             apply::delete(client, target, cached(target), owner).await?;
-            ctx.instances.set_verified(key, gone(target));
+            ctx.memory.set_verified(key, gone(target));
         }
     }
     Ok(())
@@ -292,31 +298,36 @@ async fn tear_down(
 /// seen yet). Once per deletion: nothing makes new objects for an instance
 /// that is being deleted.
 async fn prune_the_rest(
-    ctx: &Context,
+    ctx: &Shared,
     key: &InstanceKey,
     reach: &Reach<'_>,
     context: &service_provider_sdk::contract::Context,
     owner: &Owner,
 ) -> Result<(), Error> {
-    if ctx.instances.inventory_changed(key, &Inventory::new()) {
+    if ctx.memory.inventory_changed(key, &Inventory::new()) {
         for (cluster, client) in reach.targets() {
-            let scopes = Scope::writable(ctx.descriptor(), context, cluster);
+            let scopes = Scope::writable(ctx.plugin.descriptor(), context, cluster);
             apply::prune(client, cluster, &scopes, owner, &Inventory::new(), None).await?;
         }
-        ctx.instances.pruned(key, Inventory::new());
+        ctx.memory.pruned(key, Inventory::new());
     }
     Ok(())
 }
 
 /// Deletes the AccessRequest (and for a workload cluster the ClusterRequest)
 /// of one cluster; "not yet" until they are gone.
-async fn revoke(ctx: &Context, request: &InstanceAccess<'_>, known: Lookup) -> Result<(), Error> {
+async fn revoke(
+    platform: &Client,
+    field_manager: &str,
+    request: &InstanceAccess<'_>,
+    known: Lookup,
+) -> Result<(), Error> {
     let tenant = request.tenant_namespace;
-    if !access::delete_access_request(&ctx.platform, request, known, &ctx.field_manager).await? {
+    if !access::delete_access_request(platform, request, known, field_manager).await? {
         let reason = format!("waiting for AccessRequest {tenant}/{} to be deleted", request.name());
         return Err(not_yet(reason, WAIT));
     }
-    if request.target == Target::Workload && !access::delete_cluster_request(&ctx.platform, request).await? {
+    if request.target == Target::Workload && !access::delete_cluster_request(platform, request).await? {
         let reason = format!("waiting for ClusterRequest {tenant}/{} to be deleted", request.name());
         return Err(not_yet(reason, WAIT));
     }
@@ -337,14 +348,14 @@ fn cluster_name(cluster: Cluster) -> &'static str {
 
 /// The rule for a granted cluster that does not answer during deletion
 /// (`/version` fails or times out): deletion waits for it for
-/// [`Context::unreachable_grace`], saying so in the status; a blip must not
+/// [`Shared::unreachable_grace`], saying so in the status; a blip must not
 /// cost the plugin its look at the cluster (e.g. a check that blocks
 /// deletion). After that the cluster counts as gone: the plugin's cleanup
 /// sees no access to it (no context entry, no observations, like after a
 /// revoked access) and its access is revoked before the teardown (the
 /// cluster is `lost`). Returns the access to use.
 async fn answering(
-    ctx: &Context,
+    ctx: &Shared,
     object: &DynamicObject,
     key: &InstanceKey,
     cluster: Cluster,
@@ -355,26 +366,26 @@ async fn answering(
     // the reconcile fail, which distrusts everything verified, so the next
     // one asks again.
     let answers = Memo::Answers(cluster);
-    if ctx.instances.is_verified(key, &answers) {
+    if ctx.memory.is_verified(key, &answers) {
         return Ok(Answering { access: Some(connected), lost: false });
     }
     let error = match tokio::time::timeout(PROBE_TIMEOUT, connected.client.apiserver_version()).await {
         Ok(Ok(_)) => {
-            ctx.instances.answered(key, cluster);
-            ctx.instances.set_verified(key, answers);
+            ctx.memory.answered(key, cluster);
+            ctx.memory.set_verified(key, answers);
             return Ok(Answering { access: Some(connected), lost: false });
         }
         Ok(Err(e)) => report(&e),
         Err(_) => format!("no answer within {PROBE_TIMEOUT:?}"),
     };
-    let waited = ctx.instances.unanswered(key, cluster).elapsed();
+    let waited = ctx.memory.unanswered(key, cluster).elapsed();
     let name = cluster_name(cluster);
-    if let Some(left) = ctx.unreachable_grace.checked_sub(waited).filter(|left| !left.is_zero()) {
+    if let Some(left) = ctx.clusters.unreachable_grace.checked_sub(waited).filter(|left| !left.is_zero()) {
         // A stable text (no countdown): every change is an Event.
         let message = format!(
             "the {name} does not answer ({error}); deletion waits up to {}s for it, then continues without it \
              (whatever the service installed there is then left behind)",
-            ctx.unreachable_grace.as_secs()
+            ctx.clusters.unreachable_grace.as_secs()
         );
         ctx.status.write(object, &status::terminating(&message), status::Severity::Normal).await?;
         return Err(not_yet(message, WAIT.min(left)));

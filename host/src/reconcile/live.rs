@@ -13,16 +13,19 @@ use tracing::info;
 use super::access::Target;
 use super::apply::crds;
 use super::apply::{self, Change, CopyJob, Scope, Sources};
-use super::context::Memo;
+use super::budget::{self, Budgets};
+use super::gather;
+use super::memory::Memo;
 use super::reach::{Obtained, check_kinds, client_for, instance_access, obtain};
-use super::{Context, DEFAULT_POLL, InstanceKey, Outcome, WAIT, key_of, timed};
-use super::{budget, gather, status};
+use super::status::{self, StatusWriter};
+use super::{DEFAULT_POLL, InstanceKey, Outcome, Shared, WAIT, key_of, timed};
 use crate::Error;
 use crate::adopt::Predecessor;
 use crate::error::report;
 use crate::instance::{Instance, Reach};
+use crate::metrics::Metrics;
 use crate::plugin::plan::{self, CheckedPlan, Step};
-use crate::stores::Lookup;
+use crate::stores::{Lookup, Stores};
 
 /// Reconciles a live instance. Failures are recorded in its status; those
 /// only a person can fix requeue at the poll interval, the others go on to
@@ -30,13 +33,13 @@ use crate::stores::Lookup;
 pub(super) async fn run(
     object: &DynamicObject,
     provider_config: Option<&Value>,
-    ctx: &Context,
+    ctx: &Shared,
 ) -> Result<(Outcome, Action), Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
     let instance = Instance::from_object(&raw)?;
     let result = match provider_config {
         Some(provider_config) => apply_with_config(object, &raw, &instance, provider_config, ctx).await,
-        None => Err(status::missing_provider_config(ctx.descriptor(), &ctx.provider_name).into()),
+        None => Err(status::missing_provider_config(ctx.plugin.descriptor(), &ctx.identity.provider_name).into()),
     };
     match result {
         Ok(done) => Ok(done),
@@ -58,7 +61,7 @@ async fn apply_with_config(
     raw: &Value,
     instance: &Instance,
     provider_config: &Value,
-    ctx: &Context,
+    ctx: &Shared,
 ) -> Result<(Outcome, Action), Error> {
     let key = key_of(object);
     let Some(kubeconfigs) = obtain_access(ctx, object, &key, instance).await? else {
@@ -66,28 +69,27 @@ async fn apply_with_config(
     };
     let clients = connect(ctx, &key, &kubeconfigs).await?;
     let reach = Reach {
-        platform: &ctx.platform,
-        onboarding: &ctx.onboarding,
+        platform: &ctx.clusters.platform,
+        onboarding: &ctx.clusters.onboarding,
         control_plane: Some(&clients.control_plane),
         workload: clients.workload.as_ref(),
     };
     let (input, fetched) = observe(ctx, raw, instance, provider_config, kubeconfigs, &reach).await?;
-    let plan = match timed(ctx, plan::PluginCall::Plan, plan::reconcile(&ctx.planner, &input)).await? {
+    let plan = match timed(&ctx.metrics, plan::PluginCall::Plan, plan::reconcile(&ctx.plugin.planner, &input)).await? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
             let wrote =
                 ctx.status.write(object, &status::reconcile_error(&i.message), status::Severity::Warning).await?;
-            return Ok((Outcome::InvalidInput, next_look(ctx, i.requeue_after_seconds, wrote)));
+            return Ok((Outcome::InvalidInput, next_look(&ctx.metrics, i.requeue_after_seconds, wrote)));
         }
         Err(PlanError::Transient(message)) => {
-            return Err(Error::PluginTransient { plugin: ctx.descriptor().name.clone(), message });
+            return Err(Error::PluginTransient { plugin: ctx.plugin.descriptor().name.clone(), message });
         }
     };
     // Record the sources first: if a copy fails because its source is
     // missing, creating that Secret must re-trigger this instance.
-    ctx.instances
-        .set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
-    if let Some(held) = budget_spent(ctx, &key, &plan) {
+    ctx.memory.set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
+    if let Some(held) = budget_spent(&ctx.memory.budgets, &ctx.metrics, &key, &plan) {
         let wrote = ctx.status.write_held(object, &plan.status, status::Severity::Normal, Some(held)).await?;
         let status::Held::Writes { wait, .. } = held;
         let wait = match wrote {
@@ -97,22 +99,22 @@ async fn apply_with_config(
         return Ok((Outcome::Limited, Action::requeue(wait)));
     }
     let Written { writes, adopted, retired } = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
-    report_adopted(ctx, object, &adopted).await;
-    report_retired(ctx, object, &retired).await;
+    report_adopted(&ctx.status, object, &adopted).await;
+    report_retired(&ctx.status, object, &retired).await;
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
     if writes + pruned > 0 {
         info!(writes, pruned, "applied");
     }
     let wrote = ctx.status.write(object, &plan.status, status::Severity::Normal).await?;
-    Ok((Outcome::Applied, next_look(ctx, plan.requeue_after_seconds, wrote)))
+    Ok((Outcome::Applied, next_look(&ctx.metrics, plan.requeue_after_seconds, wrote)))
 }
 
 /// When to look again: the plugin's requeue (at least the floor), or
 /// sooner where the status could not be written yet.
-fn next_look(ctx: &Context, requeue_after_seconds: u32, wrote: status::Wrote) -> Action {
+fn next_look(metrics: &Metrics, requeue_after_seconds: u32, wrote: status::Wrote) -> Action {
     let (asked, raised) = budget::requeue(requeue_after_seconds);
     if raised {
-        ctx.metrics.limited(budget::Limit::RequeueFloor);
+        metrics.limited(budget::Limit::RequeueFloor);
     }
     match (asked, wrote) {
         (Some(asked), status::Wrote::Held(wait)) => Action::requeue(asked.min(wait)),
@@ -125,7 +127,7 @@ fn next_look(ctx: &Context, requeue_after_seconds: u32, wrote: status::Wrote) ->
 /// Whether the instance's writes must wait: its budget for a cluster its
 /// plan writes to is spent ([`crate::reconcile::budget`]). Then nothing of the plan
 /// is written this round, and the status says why.
-fn budget_spent(ctx: &Context, key: &InstanceKey, plan: &CheckedPlan) -> Option<status::Held> {
+fn budget_spent(budgets: &Budgets, metrics: &Metrics, key: &InstanceKey, plan: &CheckedPlan) -> Option<status::Held> {
     let clusters = plan.manifests.iter().map(|m| m.cluster).chain(plan.copies.iter().map(|c| c.target_cluster));
     let mut seen = Vec::new();
     for cluster in clusters {
@@ -133,8 +135,8 @@ fn budget_spent(ctx: &Context, key: &InstanceKey, plan: &CheckedPlan) -> Option<
             continue;
         }
         seen.push(cluster);
-        if let Some(wait) = ctx.budgets.wait(key, cluster) {
-            ctx.metrics.limited(budget::Limit::WriteRate);
+        if let Some(wait) = budgets.wait(key, cluster) {
+            metrics.limited(budget::Limit::WriteRate);
             return Some(status::Held::Writes { cluster, wait });
         }
     }
@@ -156,7 +158,7 @@ struct TenantClients {
 /// Step: cluster access to every tenant cluster of the instance, or `None`
 /// while a grant is pending.
 async fn obtain_access(
-    ctx: &Context,
+    ctx: &Shared,
     object: &DynamicObject,
     key: &InstanceKey,
     instance: &Instance,
@@ -164,7 +166,7 @@ async fn obtain_access(
     let Some(control_plane) = obtain_one(ctx, object, key, instance, Target::ControlPlane).await? else {
         return Ok(None);
     };
-    let workload = match ctx.granted().workload_cluster {
+    let workload = match ctx.plugin.granted().workload_cluster {
         false => None,
         true => match obtain_one(ctx, object, key, instance, Target::Workload).await? {
             Some(at) => Some(at),
@@ -177,7 +179,7 @@ async fn obtain_access(
 /// Access to one tenant cluster, or `None` while its grant is pending (the
 /// status says so).
 async fn obtain_one(
-    ctx: &Context,
+    ctx: &Shared,
     object: &DynamicObject,
     key: &InstanceKey,
     instance: &Instance,
@@ -185,8 +187,8 @@ async fn obtain_one(
 ) -> Result<Option<KubeconfigRef>, Error> {
     let tenant = instance.tenant_namespace();
     let mut adopted = Vec::new();
-    let obtained = obtain(ctx, &instance_access(ctx, instance, &tenant, target), &mut adopted).await;
-    report_adopted(ctx, object, &adopted).await;
+    let obtained = obtain(ctx, &instance_access(&ctx.plugin, instance, &tenant, target), &mut adopted).await;
+    report_adopted(&ctx.status, object, &adopted).await;
     match obtained? {
         Obtained::Granted(at) => Ok(Some(at)),
         Obtained::Waiting { message, just_requested } => {
@@ -197,10 +199,10 @@ async fn obtain_one(
             // one Event less per instance created. (From the first request:
             // one recreated again and again must not keep the status empty.)
             if just_requested {
-                ctx.instances.record_first(key, Memo::AccessRequested);
+                ctx.memory.record_first(key, Memo::AccessRequested);
             }
             let fresh = status::ObjectStatus::of(object).is_none()
-                && ctx.instances.recorded_within(key, &Memo::AccessRequested, WAIT);
+                && ctx.memory.recorded_within(key, &Memo::AccessRequested, WAIT);
             if !fresh {
                 ctx.status.write(object, &status::reconciling(message), status::Severity::Normal).await?;
             }
@@ -210,15 +212,16 @@ async fn obtain_one(
 }
 
 /// Step: a client for each granted cluster, the plugin's kinds checked on it.
-async fn connect(ctx: &Context, key: &InstanceKey, kubeconfigs: &Kubeconfigs) -> Result<TenantClients, Error> {
-    let control_plane = client_for(ctx, key, &kubeconfigs.control_plane, Cluster::ControlPlane).await?;
-    check_kinds(ctx, key, Cluster::ControlPlane, &control_plane).await?;
+async fn connect(ctx: &Shared, key: &InstanceKey, kubeconfigs: &Kubeconfigs) -> Result<TenantClients, Error> {
+    let (clusters, memory) = (&ctx.clusters, &ctx.memory);
+    let control_plane = client_for(clusters, memory, key, &kubeconfigs.control_plane, Cluster::ControlPlane).await?;
+    check_kinds(&ctx.plugin, memory, key, Cluster::ControlPlane, &control_plane).await?;
     let workload = match &kubeconfigs.workload {
-        Some(at) => Some(client_for(ctx, key, at, Cluster::Workload).await?),
+        Some(at) => Some(client_for(clusters, memory, key, at, Cluster::Workload).await?),
         None => None,
     };
     if let Some(workload) = &workload {
-        check_kinds(ctx, key, Cluster::Workload, workload).await?;
+        check_kinds(&ctx.plugin, memory, key, Cluster::Workload, workload).await?;
     }
     Ok(TenantClients { control_plane, workload })
 }
@@ -226,7 +229,7 @@ async fn connect(ctx: &Context, key: &InstanceKey, kubeconfigs: &Kubeconfigs) ->
 /// Step: the plugin's input (and what was read for it, which the copies
 /// reuse).
 async fn observe(
-    ctx: &Context,
+    ctx: &Shared,
     raw: &Value,
     instance: &Instance,
     provider_config: &Value,
@@ -235,13 +238,13 @@ async fn observe(
 ) -> Result<(Input, gather::Fetched), Error> {
     let context = gather::context(
         instance,
-        &ctx.provider_name,
-        &ctx.pod_namespace,
+        &ctx.identity.provider_name,
+        &ctx.identity.pod_namespace,
         Some(kubeconfigs.control_plane),
         kubeconfigs.workload,
     );
-    let stores = ctx.stores();
-    let observer = ctx.observer(reach, &stores);
+    let stores = ctx.watches.stores();
+    let observer = ctx.plugin.observer(reach, &stores);
     let mut fetched = gather::Fetched::default();
     let observed = gather::observe(&observer, &context, gather::Purpose::Plan, &mut fetched).await?;
     Ok((gather::input(raw, Some(provider_config), context, observed), fetched))
@@ -249,22 +252,22 @@ async fn observe(
 
 /// Says what was taken over (`--adopt-from`): a log line, the metric and
 /// an `Adopted` Event each.
-async fn report_adopted(ctx: &Context, object: &DynamicObject, adopted: &[Predecessor]) {
+async fn report_adopted(status: &StatusWriter, object: &DynamicObject, adopted: &[Predecessor]) {
     for Predecessor { place: what, by } in adopted {
         info!(object = %what, field_manager = %by, "adopted");
-        ctx.metrics.adopted();
+        status.metrics.adopted();
         let note = format!("took over {what}, written by field manager {by:?}");
-        ctx.status.took_over(object, "Adopted", &note).await;
+        status.took_over(object, "Adopted", &note).await;
     }
 }
 
 /// Says which predecessor's copies were deleted: a log line and a
 /// `Retired` Event each.
-async fn report_retired(ctx: &Context, object: &DynamicObject, retired: &[Predecessor]) {
+async fn report_retired(status: &StatusWriter, object: &DynamicObject, retired: &[Predecessor]) {
     for Predecessor { place: what, by } in retired {
         info!(object = %what, field_manager = %by, "retired a predecessor's copy");
         let note = format!("deleted {what}, a copy field manager {by:?} made that nothing here uses any more");
-        ctx.status.took_over(object, "Retired", &note).await;
+        status.took_over(object, "Retired", &note).await;
     }
 }
 
@@ -280,44 +283,49 @@ struct Written {
 
 /// Applies every step of the plan.
 async fn write(
-    ctx: &Context,
+    ctx: &Shared,
     instance: &Instance,
     reach: &Reach<'_>,
     plan: &CheckedPlan,
     provider_config: &Value,
     fetched: &gather::Fetched,
 ) -> Result<Written, Error> {
-    let owner = instance.owner(&ctx.provider_name);
-    let sources =
-        Sources { granted: ctx.granted(), provider_config: Some(provider_config), reserved: &ctx.reserved_secrets };
+    let owner = instance.owner(&ctx.identity.provider_name);
+    let sources = Sources {
+        granted: ctx.plugin.granted(),
+        provider_config: Some(provider_config),
+        reserved: &ctx.identity.reserved_secrets,
+    };
     let mut writes = 0;
     let mut adopted = Vec::new();
     // The plugin's CRDs for the instance's own clusters, once per process.
-    if !ctx.instances.crds_installed(&key_of_instance(instance)) {
+    if !ctx.memory.crds_installed(&key_of_instance(instance)) {
         for (cluster, client) in reach.targets().filter(|(c, _)| matches!(c, Cluster::ControlPlane | Cluster::Workload))
         {
-            let (own, adoption) = (&ctx.granted().own, &ctx.adoption);
-            let written = crds::ensure(client, cluster, ctx.descriptor(), own, &ctx.field_manager, adoption).await?;
+            let (own, adoption) = (&ctx.plugin.granted().own, &ctx.identity.adoption);
+            let written =
+                crds::ensure(client, cluster, ctx.plugin.descriptor(), own, &ctx.identity.field_manager, adoption)
+                    .await?;
             writes += usize::from(written);
         }
-        ctx.instances.set_crds_installed(&key_of_instance(instance));
+        ctx.memory.set_crds_installed(&key_of_instance(instance));
     }
     let key = key_of_instance(instance);
-    let stores = ctx.stores();
+    let stores = ctx.watches.stores();
     let job = |copy: &ObjectCopy| CopyJob {
-        platform: &ctx.platform,
-        pod_namespace: &ctx.pod_namespace,
+        platform: &ctx.clusters.platform,
+        pod_namespace: &ctx.identity.pod_namespace,
         target: reach.client(copy.target_cluster).expect("checked by plan::check_plan"),
         sources: &sources,
         stores: &stores,
         owner: &owner,
-        field_manager: &ctx.field_manager,
-        adoption: &ctx.adoption,
+        field_manager: &ctx.identity.field_manager,
+        adoption: &ctx.identity.adoption,
     };
     for step in plan.steps() {
-        let unwatched = unwatched(ctx, &step);
+        let unwatched = unwatched(&stores, &ctx.identity.pod_namespace, &step);
         if let Some((memo, digest)) = &unwatched
-            && ctx.instances.is_verified_as(&key, memo, Some(*digest))
+            && ctx.memory.is_verified_as(&key, memo, Some(*digest))
         {
             continue;
         }
@@ -340,13 +348,15 @@ async fn write(
                         read => read,
                     },
                 };
-                let change = apply::apply(client, m, cached, &owner, &ctx.field_manager, &ctx.adoption).await?;
-                spent(ctx, &key, m.cluster, &change);
+                let change =
+                    apply::apply(client, m, cached, &owner, &ctx.identity.field_manager, &ctx.identity.adoption)
+                        .await?;
+                spent(&ctx.memory.budgets, &ctx.metrics, &key, m.cluster, &change);
                 change
             }
             Step::Copy(copy) => {
                 let change = job(copy).copy(copy).await?;
-                spent(ctx, &key, copy.target_cluster, &change);
+                spent(&ctx.memory.budgets, &ctx.metrics, &key, copy.target_cluster, &change);
                 change
             }
         };
@@ -354,7 +364,7 @@ async fn write(
             adopted.push(Predecessor { place: place.clone(), by: by.clone() });
         }
         if let Some((memo, digest)) = unwatched {
-            ctx.instances.set_verified_as(&key, memo, Some(digest));
+            ctx.memory.set_verified_as(&key, memo, Some(digest));
         }
         writes += usize::from(change != Change::Unchanged);
     }
@@ -367,11 +377,11 @@ async fn write(
 }
 
 /// Counts what a step wrote against the instance's budget for its cluster.
-fn spent(ctx: &Context, key: &InstanceKey, cluster: Cluster, change: &Change) {
+fn spent(budgets: &Budgets, metrics: &Metrics, key: &InstanceKey, cluster: Cluster, change: &Change) {
     let bytes = change.bytes();
-    ctx.budgets.spend(key, cluster, bytes);
+    budgets.spend(key, cluster, bytes);
     if bytes > 0 {
-        ctx.metrics.written(cluster.as_str(), bytes);
+        metrics.written(cluster.as_str(), bytes);
     }
 }
 
@@ -380,7 +390,7 @@ fn spent(ctx: &Context, key: &InstanceKey, cluster: Cluster, change: &Change) {
 /// unchanged step verified recently is not read again. A copy's digest
 /// includes its source's `resourceVersion` (a rotated source is copied at
 /// once); without the source in a store there is no digest.
-fn unwatched(ctx: &Context, step: &Step<'_>) -> Option<(Memo, u64)> {
+fn unwatched(stores: &Stores, pod_namespace: &str, step: &Step<'_>) -> Option<(Memo, u64)> {
     let digest = |text: &str| {
         let mut hasher = DefaultHasher::new();
         text.hash(&mut hasher);
@@ -393,7 +403,7 @@ fn unwatched(ctx: &Context, step: &Step<'_>) -> Option<(Memo, u64)> {
             Some((memo, digest(&m.object.to_string())))
         }
         Step::Copy(copy) if copy.target_cluster != Cluster::Platform => {
-            let source = ctx.stores().source(copy.kind(), &ctx.pod_namespace, &copy.source_name).found()?;
+            let source = stores.source(copy.kind(), pod_namespace, &copy.source_name).found()?;
             let version = source.metadata.resource_version.clone()?;
             let what = format!("copy {}/{}", copy.target_namespace, copy.target_name);
             Some((Memo::Step { cluster: copy.target_cluster, what }, digest(&format!("{copy:?} {version}"))))
@@ -409,7 +419,7 @@ fn key_of_instance(instance: &Instance) -> InstanceKey {
 /// Deletes what the instance owns but the plan no longer asks for, when
 /// the plan's inventory changed since the last prune.
 async fn prune(
-    ctx: &Context,
+    ctx: &Shared,
     instance: &Instance,
     reach: &Reach<'_>,
     context: &service_provider_sdk::contract::Context,
@@ -417,16 +427,16 @@ async fn prune(
 ) -> Result<usize, Error> {
     let key = (instance.namespace.clone(), instance.name.clone());
     let inventory = plan.inventory();
-    if !ctx.instances.inventory_changed(&key, &inventory) {
+    if !ctx.memory.inventory_changed(&key, &inventory) {
         return Ok(0);
     }
-    let owner = instance.owner(&ctx.provider_name);
-    let stores = ctx.stores();
+    let owner = instance.owner(&ctx.identity.provider_name);
+    let stores = ctx.watches.stores();
     let mut deleted = 0;
     for (cluster, client) in reach.targets() {
-        let scopes = Scope::writable(ctx.descriptor(), context, cluster);
+        let scopes = Scope::writable(ctx.plugin.descriptor(), context, cluster);
         deleted += apply::prune(client, cluster, &scopes, &owner, &inventory, Some(&stores)).await?;
     }
-    ctx.instances.pruned(&key, inventory);
+    ctx.memory.pruned(&key, inventory);
     Ok(deleted)
 }

@@ -7,7 +7,8 @@
 //!
 //! [`reconcile`] is the controller's entry point; the two paths read as
 //! their steps in [`live`] and [`deletion`], how an instance reaches its
-//! clusters (for both) in [`reach`], the shared state in [`context`].
+//! clusters (for both) in [`reach`], what every reconcile shares in
+//! [`shared`] and what it remembers of each instance in [`memory`].
 //!
 //! The steps are the folders beside them, each one job, none reaching back
 //! into the paths that call them (checked by `tests/architecture.rs`):
@@ -21,11 +22,12 @@
 pub mod access;
 pub mod apply;
 pub mod budget;
-pub mod context;
 mod deletion;
 pub(crate) mod gather;
 mod live;
+pub mod memory;
 mod reach;
+pub mod shared;
 pub(crate) mod status;
 
 use std::panic::AssertUnwindSafe;
@@ -41,11 +43,13 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{Instrument, debug, info, instrument, warn};
 
-pub use context::{Context, InstanceKey};
+pub use shared::Shared;
+
+pub use crate::instance::InstanceKey;
 
 use crate::Error;
 use crate::error::report;
-use crate::metrics::LabelValue;
+use crate::metrics::{LabelValue, Metrics};
 use crate::plugin::plan;
 use crate::stores::Lookup;
 
@@ -112,7 +116,7 @@ fn key_of(object: &impl Resource) -> InstanceKey {
 /// Entry point for the controller: one span per reconcile, so every log
 /// line of it names the instance.
 #[instrument(skip_all, fields(namespace = %object.namespace().unwrap_or_default(), instance = %object.name_any()))]
-pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = key_of(object.as_ref());
     // A panic must stay with its instance: the controller, and with it
@@ -133,14 +137,14 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     };
     ctx.metrics.reconciled(ended, started.elapsed());
     if result.is_ok() {
-        ctx.instances.succeeded(&key);
+        ctx.memory.succeeded(&key);
     }
     result.map(|(_, action)| action)
 }
 
 /// Requeue policy on errors: "not yet" (deletion in progress) waits as asked;
 /// real failures back off exponentially per instance, 1 s up to 5 min.
-pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Shared>) -> Action {
     if let Some(after) = error.not_yet() {
         return Action::requeue(after);
     }
@@ -151,7 +155,7 @@ pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context
         debug!(%instance, "finalizer already being added; retrying");
         return Action::requeue(Duration::from_millis(200));
     }
-    let n = ctx.instances.failed(&key_of(object.as_ref()));
+    let n = ctx.memory.failed(&key_of(object.as_ref()));
     let delay = Duration::from_secs(1u64 << (n - 1).min(8)).min(Duration::from_secs(300));
     warn!(%instance, category = error.category().label(), error = %report(error), retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
@@ -179,10 +183,13 @@ pub async fn consume_reconcile_annotation(api: &Api<DynamicObject>, name: &str) 
         .map_err(|e| Error::kube(format!("removing the {OPERATION} annotation of {name}"), e))
 }
 
-async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result<(Outcome, Action), Error> {
+async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Shared) -> Result<(Outcome, Action), Error> {
     let name = object.name_any();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.onboarding.clone(), &object.namespace().unwrap_or_default(), &ctx.service);
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        ctx.clusters.onboarding.clone(),
+        &object.namespace().unwrap_or_default(),
+        &ctx.plugin.service,
+    );
 
     if operation(&object) == Some(OPERATION_IGNORE) {
         debug!("ignored (operation annotation)");
@@ -198,13 +205,13 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
     let object = if operation(&object) == Some(OPERATION_RECONCILE) {
         info!("reconcile requested by annotation");
         // A full look: nothing verified earlier is trusted.
-        ctx.instances.unverify(&key_of(object.as_ref()));
+        ctx.memory.unverify(&key_of(object.as_ref()));
         Arc::new(consume_reconcile_annotation(&api, &name).await?)
     } else {
         object
     };
 
-    let finalizer_name = ctx.descriptor().finalizer.clone();
+    let finalizer_name = ctx.plugin.descriptor().finalizer.clone();
     // Stays as is when the helper only added the finalizer.
     let mut outcome = Outcome::FinalizerAdded;
     let outcome_ref = &mut outcome;
@@ -229,14 +236,14 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Context) -> Result
 
 /// The ProviderConfig named `--provider-name`, unless it is missing or being
 /// deleted.
-pub async fn read_provider_config(ctx: &Context) -> Result<Option<Value>, Error> {
-    let what = || format!("reading {} {}", ctx.provider_config.kind, ctx.provider_name);
-    let pc = match ctx.stores().provider_config(&ctx.provider_name) {
+pub async fn read_provider_config(ctx: &Shared) -> Result<Option<Value>, Error> {
+    let what = || format!("reading {} {}", ctx.plugin.provider_config.kind, ctx.identity.provider_name);
+    let pc = match ctx.watches.stores().provider_config(&ctx.identity.provider_name) {
         Lookup::Found(pc) => Some(DynamicObject::clone(&pc)),
         Lookup::Absent => None,
         Lookup::Unknown => {
-            let api: Api<DynamicObject> = Api::all_with(ctx.platform.clone(), &ctx.provider_config);
-            api.get_opt(&ctx.provider_name).await.map_err(|e| Error::kube(what(), e))?
+            let api: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &ctx.plugin.provider_config);
+            api.get_opt(&ctx.identity.provider_name).await.map_err(|e| Error::kube(what(), e))?
         }
     };
     pc.filter(|pc| pc.metadata.deletion_timestamp.is_none())
@@ -246,10 +253,10 @@ pub async fn read_provider_config(ctx: &Context) -> Result<Option<Value>, Error>
 }
 
 /// Awaits a plugin call and records how long it took.
-async fn timed<R>(ctx: &Context, call: plan::PluginCall, future: impl Future<Output = R>) -> R {
+async fn timed<R>(metrics: &Metrics, call: plan::PluginCall, future: impl Future<Output = R>) -> R {
     let started = Instant::now();
     let result = future.instrument(tracing::debug_span!("plugin", call = call.label())).await;
-    ctx.metrics.plugin_call(call, started.elapsed());
+    metrics.plugin_call(call, started.elapsed());
     result
 }
 

@@ -7,8 +7,9 @@ use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tracing::warn;
 
 use super::access::{self, Answer, InstanceAccess, Target};
-use super::context::Memo;
-use super::{Context, InstanceKey};
+use super::memory::{Memo, Memory};
+use super::shared::{Clusters, Loaded};
+use super::{InstanceKey, Shared};
 use crate::adopt::Predecessor;
 use crate::clusters::kinds;
 use crate::error::{AccessFailure, Error};
@@ -17,14 +18,14 @@ use crate::stores::Lookup;
 
 /// The request for one of the instance's clusters.
 pub(super) fn instance_access<'a>(
-    ctx: &'a Context,
+    plugin: &'a Loaded,
     instance: &'a Instance,
     tenant: &'a str,
     target: Target,
 ) -> InstanceAccess<'a> {
-    let granted = ctx.granted();
+    let granted = plugin.granted();
     InstanceAccess {
-        controller: &ctx.descriptor().service.group,
+        controller: &plugin.descriptor().service.group,
         instance_name: &instance.name,
         instance_namespace: &instance.namespace,
         tenant_namespace: tenant,
@@ -62,43 +63,45 @@ fn what(target: Target) -> &'static str {
 }
 
 /// The client for a granted cluster. Its kubeconfig Secret is read again
-/// only every [`super::context::VERIFY_INTERVAL`], after a failure of the
+/// only every [`super::memory::VERIFY_INTERVAL`], after a failure of the
 /// instance (a rotated token shows as a 401) or when a `reconcile`
 /// operation asks for it.
 pub(super) async fn client_for(
-    ctx: &Context,
+    clusters: &Clusters,
+    memory: &Memory,
     key: &InstanceKey,
     at: &KubeconfigRef,
     cluster: Cluster,
 ) -> Result<Client, Error> {
     let memo = Memo::Kubeconfig { namespace: at.namespace.clone(), name: at.name.clone() };
-    if ctx.instances.is_verified(key, &memo)
-        && let Some(client) = ctx.clients.cached(at, &ctx.metrics).await?
+    if memory.is_verified(key, &memo)
+        && let Some(client) = clusters.tenants.cached(at).await?
     {
         return Ok(client);
     }
-    let client = ctx.clients.get(&ctx.platform, at, cluster, &ctx.metrics).await?;
-    ctx.instances.set_verified(key, memo);
+    let client = clusters.tenants.get(&clusters.platform, at, cluster).await?;
+    memory.set_verified(key, memo);
     Ok(client)
 }
 
 /// Checks the plugin's kinds on a tenant cluster against its discovery
 /// (those the platform's discovery did not check at start), once per
-/// [`super::context::VERIFY_INTERVAL`] for a group version it serves; one
+/// [`super::memory::VERIFY_INTERVAL`] for a group version it serves; one
 /// it does not serve yet is looked at again next time.
 pub(super) async fn check_kinds(
-    ctx: &Context,
+    plugin: &Loaded,
+    memory: &Memory,
     key: &InstanceKey,
     cluster: Cluster,
     client: &Client,
 ) -> Result<(), Error> {
-    for (api_version, kinds) in kinds::on_cluster(ctx.descriptor(), cluster) {
+    for (api_version, kinds) in kinds::on_cluster(plugin.descriptor(), cluster) {
         let memo = Memo::Kinds { cluster, api_version: api_version.clone() };
-        if ctx.platform_versions.contains(&api_version) || ctx.instances.is_verified(key, &memo) {
+        if plugin.platform_versions.contains(&api_version) || memory.is_verified(key, &memo) {
             continue;
         }
         if kinds::verify(client, cluster, &api_version, &kinds).await? {
-            ctx.instances.set_verified(key, memo);
+            memory.set_verified(key, memo);
         }
     }
     Ok(())
@@ -108,21 +111,28 @@ pub(super) async fn check_kinds(
 /// and reads the grant. A predecessor's AccessRequest taken over is added
 /// to `adopted` (its place, and from which field manager).
 pub(super) async fn obtain(
-    ctx: &Context,
+    ctx: &Shared,
     request: &InstanceAccess<'_>,
     adopted: &mut Vec<Predecessor>,
 ) -> Result<Obtained, Error> {
     let place = format!("{}/{}", request.tenant_namespace, request.name());
     if request.target == Target::Workload {
-        let cluster_request = access::ensure_cluster_request(&ctx.platform, request, &ctx.field_manager).await?;
+        let cluster_request =
+            access::ensure_cluster_request(&ctx.clusters.platform, request, &ctx.identity.field_manager).await?;
         if access::answer(&cluster_request) == Answer::Denied {
             let request = format!("ClusterRequest {place}");
             return Err(AccessFailure::Denied { what: "the workload cluster".into(), request }.into());
         }
     }
-    let cached = ctx.stores().our_access_request(request.tenant_namespace, &request.name());
-    let ensured =
-        access::ensure_access_request(&ctx.platform, request, cached, &ctx.field_manager, &ctx.adoption).await?;
+    let cached = ctx.watches.stores().our_access_request(request.tenant_namespace, &request.name());
+    let ensured = access::ensure_access_request(
+        &ctx.clusters.platform,
+        request,
+        cached,
+        &ctx.identity.field_manager,
+        &ctx.identity.adoption,
+    )
+    .await?;
     if let Some(by) = ensured.adopted {
         adopted.push(Predecessor { place: format!("AccessRequest {place} on the platform cluster"), by });
     }
@@ -149,12 +159,12 @@ pub(super) async fn obtain(
 /// The instance's AccessRequest for one cluster, from the store or else
 /// read once: [`Lookup::Found`] or [`Lookup::Absent`], for the steps of one
 /// deletion round to share.
-pub(super) async fn current_request(ctx: &Context, request: &InstanceAccess<'_>) -> Result<Lookup, Error> {
-    let cached = ctx.stores().access_request(request.tenant_namespace, &request.name());
+pub(super) async fn current_request(ctx: &Shared, request: &InstanceAccess<'_>) -> Result<Lookup, Error> {
+    let cached = ctx.watches.stores().access_request(request.tenant_namespace, &request.name());
     if !matches!(cached, Lookup::Unknown) {
         return Ok(cached);
     }
-    Ok(match access::get_access_request(&ctx.platform, request, cached, &ctx.field_manager).await? {
+    Ok(match access::get_access_request(&ctx.clusters.platform, request, cached, &ctx.identity.field_manager).await? {
         Some(live) => Lookup::Found(std::sync::Arc::new(live)),
         None => Lookup::Absent,
     })
@@ -164,7 +174,7 @@ pub(super) async fn current_request(ctx: &Context, request: &InstanceAccess<'_>)
 /// [`current_request`]) is alive and granted, and a client for it if the
 /// cluster answers.
 pub(super) async fn remaining_access(
-    ctx: &Context,
+    ctx: &Shared,
     key: &InstanceKey,
     request: &InstanceAccess<'_>,
     known: &Lookup,
@@ -176,7 +186,7 @@ pub(super) async fn remaining_access(
         _ => None,
     });
     let Some(at) = granted else { return Ok(None) };
-    match client_for(ctx, key, &at, cluster).await {
+    match client_for(&ctx.clusters, &ctx.memory, key, &at, cluster).await {
         Ok(client) => Ok(Some(Connected { kubeconfig: at, client })),
         Err(e) => {
             warn!(request = %request.name(), error = %crate::error::report(&e), "cluster unreachable during cleanup");

@@ -27,7 +27,7 @@ use service_provider_host::controller::{self, Settings};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::Plugin;
-use service_provider_host::reconcile::Context;
+use service_provider_host::reconcile::Shared;
 use service_provider_sdk::{contract, names};
 
 use crate::plugins::{planner, plugin};
@@ -367,31 +367,32 @@ impl Fixture {
             onboarding_kubeconfig: None,
             onboarding_timeout: WAIT,
             watch_namespace: Some(self.ns.clone()),
-            unreachable_grace: service_provider_host::reconcile::context::UNREACHABLE_GRACE,
+            unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
         }
     }
 
-    /// The reconcile context, with the onboarding cluster reached directly.
+    /// What every reconcile shares, with the onboarding cluster reached
+    /// directly.
     /// Its clients count their requests in [`Self::metrics`]; the test's own
     /// clients (`platform`, `onboarding`) do not.
-    pub async fn context(&self) -> Arc<Context> {
+    pub async fn context(&self) -> Arc<Shared> {
         self.context_with(plugin()).await
     }
 
     /// Like [`Self::context`], with another plugin.
-    pub async fn context_with(&self, plugin: Plugin) -> Arc<Context> {
+    pub async fn context_with(&self, plugin: Plugin) -> Arc<Shared> {
         Arc::new(self.context_tuned(plugin, |_| {}).await)
     }
 
     /// Like [`Self::context_with`], with [`Self::settings`] changed by
     /// `tune` (e.g. shorter waits, `--adopt-from`).
-    pub async fn context_tuned(&self, plugin: Plugin, tune: impl FnOnce(&mut Settings)) -> Context {
+    pub async fn context_tuned(&self, plugin: Plugin, tune: impl FnOnce(&mut Settings)) -> Shared {
         self.context_for(planner(plugin), tune).await
     }
 
     /// Like [`Self::context_tuned`], with a plugin granted as `planner` says
     /// (e.g. under a narrower grant than the built-in one).
-    pub async fn context_for(&self, planner: Planner, tune: impl FnOnce(&mut Settings)) -> Context {
+    pub async fn context_for(&self, planner: Planner, tune: impl FnOnce(&mut Settings)) -> Shared {
         let counted = |cluster: &Cluster, which| {
             let metrics = self.metrics.clone();
             let yaml = cluster.kubeconfig_yaml().to_string();
@@ -401,7 +402,7 @@ impl Fixture {
         let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
         let mut settings = self.settings();
         tune(&mut settings);
-        controller::context(planner, &settings, platform, onboarding, self.metrics.clone())
+        controller::shared(planner, &settings, controller::Reached::new(platform, onboarding), self.metrics.clone())
     }
 
     /// Runs the controller until [`Self::stop_operator`] (or the test ends).
@@ -415,7 +416,7 @@ impl Fixture {
     }
 
     /// Runs the controller with this context.
-    pub fn start_operator_on(&mut self, ctx: Arc<Context>) {
+    pub fn start_operator_on(&mut self, ctx: Arc<Shared>) {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(service_provider_host::controller::watch::run(ctx, async move {
             let _ = stopped.await;

@@ -27,7 +27,7 @@ async fn a_no_op_reconcile_makes_no_write_requests() {
     let counts = |m: &service_provider_host::metrics::Metrics| {
         clusters.iter().map(|c| (m.requests(c, &["GET"]), m.writes(c))).collect::<Vec<_>>()
     };
-    let once = async |ctx: &Arc<reconcile::Context>| -> (Vec<(u64, u64)>, Action) {
+    let once = async |ctx: &Arc<reconcile::Shared>| -> (Vec<(u64, u64)>, Action) {
         let object = Arc::new(f.kroes().get("mcp-01").await.unwrap());
         let before = counts(&f.metrics);
         let action = reconcile::reconcile(object, ctx.clone()).await.expect("reconcile");

@@ -1,75 +1,20 @@
-//! What every reconcile shares: the plugin, the clients, the status writer,
-//! and the little state the host keeps per instance between reconciles.
+//! What the host remembers about each instance between reconciles: one
+//! entry per instance, and what it may still write. All of it can be lost
+//! (a restart): it only saves work, makes watches precise and bounds
+//! writes for a while.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::Client;
-use kube::api::ApiResource;
-use kube::runtime::events::Reporter;
-use service_provider_sdk::contract::{Cluster, Descriptor};
+use service_provider_sdk::contract::Cluster;
 
-use super::gather;
-use crate::adopt::Adoption;
-use crate::clusters::ClientCache;
-use crate::instance::Reach;
-use crate::metrics::Metrics;
-use crate::plugin::grant::Effective;
-use crate::plugin::plan::{Inventory, Planner};
+use crate::instance::InstanceKey;
+use crate::plugin::plan::Inventory;
 use crate::reconcile::budget::Budgets;
-use crate::reconcile::status::StatusWriter;
-use crate::resource;
-use crate::stores::Stores;
-use crate::stores::blockers::Blockers;
-
-pub use crate::instance::InstanceKey;
 
 /// `(kind, name)` of a copy source in the pod namespace.
 pub type Source = (String, String);
-
-/// Everything a reconcile needs; shared by all reconciles.
-pub struct Context {
-    /// The plugin and what it was granted.
-    pub(crate) planner: Planner,
-    /// `--provider-name`: the ProviderConfig to use and the owner label value.
-    pub(crate) provider_name: String,
-    pub(crate) pod_namespace: String,
-    pub(crate) field_manager: String,
-    pub(crate) platform: Client,
-    pub(crate) onboarding: Client,
-    pub(crate) status: StatusWriter,
-    /// What each instance may still write ([`crate::reconcile::budget`]); the status
-    /// writer holds the same.
-    pub(crate) budgets: Arc<Budgets>,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) service: ApiResource,
-    pub(crate) provider_config: ApiResource,
-    pub(crate) clients: ClientCache,
-    /// Only service objects in this onboarding namespace (all when `None`).
-    pub(crate) watch_namespace: Option<String>,
-    /// Secrets in the pod namespace that are the host's own credentials
-    /// (its onboarding kubeconfigs): never copied, whatever is allowed.
-    pub(crate) reserved_secrets: Vec<String>,
-    /// Per-instance memory of the last reconciles.
-    pub(crate) instances: InstanceState,
-    /// During deletion, how long a granted cluster that does not answer is
-    /// waited for before the instance is cleaned up without it.
-    pub(crate) unreachable_grace: Duration,
-    /// Watches of what blocks a deletion, on the tenant's clusters.
-    pub(crate) blockers: Blockers,
-    /// What may be taken over from another provider (`--adopt-from`).
-    pub(crate) adoption: Adoption,
-    /// The group versions whose kinds were checked against the platform's
-    /// discovery at start ([`crate::clusters::kinds::check`]); the others are
-    /// checked on each tenant cluster.
-    pub(crate) platform_versions: BTreeSet<String>,
-    /// The watch's stores while the controller runs ([`crate::controller::watch::run`]).
-    stores: RwLock<Arc<Stores>>,
-}
-
-/// Default of [`Context::unreachable_grace`].
-pub const UNREACHABLE_GRACE: Duration = Duration::from_secs(300);
 
 /// How long something checked on a cluster the host does not watch (an
 /// object on a ControlPlane, a kubeconfig Secret, a namespace) is trusted
@@ -78,95 +23,19 @@ pub const UNREACHABLE_GRACE: Duration = Duration::from_secs(300);
 /// host watches is repaired at once.
 pub const VERIFY_INTERVAL: Duration = Duration::from_secs(600);
 
-impl Context {
-    pub fn new(
-        planner: Planner,
-        provider_name: String,
-        pod_namespace: String,
-        platform: Client,
-        onboarding: Client,
-        reporter: Reporter,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        let d = planner.descriptor();
-        let service = resource::of_kind(&d.service);
-        let provider_config = resource::of_kind(&d.provider_config);
-        let blockers = Blockers::new(planner.plugin.input_limit());
-        let budgets = Arc::new(Budgets::default());
-        Context {
-            field_manager: crate::owner::field_manager(&provider_name),
-            status: StatusWriter {
-                onboarding: onboarding.clone(),
-                service: service.clone(),
-                reporter,
-                budgets: budgets.clone(),
-                metrics: metrics.clone(),
-            },
-            budgets,
-            planner,
-            provider_name,
-            pod_namespace,
-            platform,
-            onboarding,
-            metrics,
-            service,
-            provider_config,
-            clients: ClientCache::default(),
-            watch_namespace: None,
-            reserved_secrets: Vec::new(),
-            instances: InstanceState::default(),
-            unreachable_grace: UNREACHABLE_GRACE,
-            blockers,
-            platform_versions: BTreeSet::new(),
-            adoption: Adoption::default(),
-            stores: RwLock::default(),
-        }
-    }
-
-    /// The blocker watches, for tests to count (the metrics report them
-    /// from outside).
-    #[cfg(feature = "test-support")]
-    pub fn blockers(&self) -> &Blockers {
-        &self.blockers
-    }
-
-    pub fn descriptor(&self) -> &Descriptor {
-        self.planner.descriptor()
-    }
-
-    pub fn granted(&self) -> &Effective {
-        &self.planner.granted
-    }
-
-    /// Where a gather for this plugin may look (`reach`, then `stores`), and
-    /// how much it may bring back.
-    pub(crate) fn observer<'a>(&'a self, reach: &'a Reach<'a>, stores: &'a Stores) -> gather::Observer<'a> {
-        gather::Observer { reach, stores, granted: self.granted(), input_limit: self.planner.plugin.input_limit() }
-    }
-
-    /// The stores to read from; empty (every lookup unknown) while no
-    /// controller runs.
-    pub fn stores(&self) -> Arc<Stores> {
-        self.stores.read().expect("not poisoned").clone()
-    }
-
-    /// Replaces the stores (a controller starts or stops).
-    pub fn set_stores(&self, stores: Stores) {
-        *self.stores.write().expect("not poisoned") = Arc::new(stores);
-    }
-}
-
-/// What the host remembers about instances between reconciles, one entry
-/// per instance. All of it can be lost (a restart): it only saves work and
-/// makes watches precise.
+/// What the host remembers about instances: one [`Entry`] per instance,
+/// and the write budgets ([`crate::reconcile::budget`]) the status writer
+/// shares. [`Memory::forget`] drops all of an instance's at once.
 #[derive(Default)]
-pub struct InstanceState {
-    memory: Mutex<HashMap<InstanceKey, Memory>>,
+pub struct Memory {
+    entries: Mutex<HashMap<InstanceKey, Entry>>,
+    /// What each instance may still write.
+    pub(crate) budgets: Arc<Budgets>,
 }
 
 /// What the host remembers about one instance.
 #[derive(Default)]
-struct Memory {
+struct Entry {
     /// The sources `(kind, name)` its last plan copies.
     sources: BTreeSet<Source>,
     /// Consecutive failures, for exponential backoff.
@@ -203,18 +72,18 @@ pub enum Memo {
 /// Per instance: memo → (digest of what was wanted, if anything; when).
 type Verified = HashMap<Memo, (Option<u64>, Instant)>;
 
-impl InstanceState {
+impl Memory {
     /// Changes what is remembered of `key`.
-    fn change<R>(&self, key: &InstanceKey, f: impl FnOnce(&mut Memory) -> R) -> R {
-        f(self.memory.lock().expect("not poisoned").entry(key.clone()).or_default())
+    fn change<R>(&self, key: &InstanceKey, f: impl FnOnce(&mut Entry) -> R) -> R {
+        f(self.entries.lock().expect("not poisoned").entry(key.clone()).or_default())
     }
 
     /// Reads what is remembered of `key` (nothing yet reads as a new
     /// instance's memory).
-    fn read<R>(&self, key: &InstanceKey, f: impl FnOnce(&Memory) -> R) -> R {
-        match self.memory.lock().expect("not poisoned").get(key) {
+    fn read<R>(&self, key: &InstanceKey, f: impl FnOnce(&Entry) -> R) -> R {
+        match self.entries.lock().expect("not poisoned").get(key) {
             Some(memory) => f(memory),
-            None => f(&Memory::default()),
+            None => f(&Entry::default()),
         }
     }
 
@@ -226,9 +95,9 @@ impl InstanceState {
     /// Instances whose last plan copies the object `kind`/`name` from the
     /// pod namespace.
     pub fn users_of_source(&self, kind: &str, name: &str) -> Vec<InstanceKey> {
-        let memory = self.memory.lock().expect("not poisoned");
+        let entries = self.entries.lock().expect("not poisoned");
         let source = (kind.to_string(), name.to_string());
-        memory.iter().filter(|(_, m)| m.sources.contains(&source)).map(|(k, _)| k.clone()).collect()
+        entries.iter().filter(|(_, m)| m.sources.contains(&source)).map(|(k, _)| k.clone()).collect()
     }
 
     /// Whether `memo` was found true within [`VERIFY_INTERVAL`].
@@ -312,9 +181,11 @@ impl InstanceState {
         self.change(key, |m| m.unanswered.remove(&cluster));
     }
 
-    /// Forgets an instance (it is gone): all it remembered, at once.
+    /// Forgets an instance (it is gone): all it remembered and its write
+    /// budgets, at once.
     pub fn forget(&self, key: &InstanceKey) {
-        self.memory.lock().expect("not poisoned").remove(key);
+        self.entries.lock().expect("not poisoned").remove(key);
+        self.budgets.forget(key);
     }
 }
 
@@ -329,7 +200,7 @@ mod tests {
 
     #[test]
     fn source_users_are_exactly_the_instances_that_copy_it() {
-        let state = InstanceState::default();
+        let state = Memory::default();
         let source = |kind: &str, name: &str| (kind.to_string(), name.to_string());
         state.set_sources(&key("a"), BTreeSet::from([source("Secret", "pull"), source("ConfigMap", "ca")]));
         state.set_sources(&key("b"), BTreeSet::from([source("Secret", "other")]));
@@ -341,8 +212,19 @@ mod tests {
     }
 
     #[test]
+    fn forgetting_an_instance_forgets_its_write_budgets_too() {
+        let memory = Memory::default();
+        memory.budgets.spend(&key("a"), Cluster::Platform, 4 << 20);
+        memory.budgets.spend(&key("b"), Cluster::Platform, 4 << 20);
+        assert!(memory.budgets.wait(&key("a"), Cluster::Platform).is_some(), "in debt");
+        memory.forget(&key("a"));
+        assert_eq!(memory.budgets.wait(&key("a"), Cluster::Platform), None, "a new instance of that name starts full");
+        assert!(memory.budgets.wait(&key("b"), Cluster::Platform).is_some(), "per instance");
+    }
+
+    #[test]
     fn failures_count_up_until_a_success() {
-        let state = InstanceState::default();
+        let state = Memory::default();
         assert_eq!(state.failed(&key("a")), 1);
         assert_eq!(state.failed(&key("a")), 2);
         state.succeeded(&key("a"));
@@ -351,19 +233,19 @@ mod tests {
 
     #[test]
     fn unreachable_since_the_first_unanswered_call_until_an_answer() {
-        let state = InstanceState::default();
+        let state = Memory::default();
         let first = state.unanswered(&key("a"), Cluster::ControlPlane);
         assert_eq!(state.unanswered(&key("a"), Cluster::ControlPlane), first);
         assert!(state.unanswered(&key("a"), Cluster::Workload) >= first, "per cluster");
         state.answered(&key("a"), Cluster::ControlPlane);
         assert!(state.unanswered(&key("a"), Cluster::ControlPlane) >= first);
         state.forget(&key("a"));
-        assert!(state.memory.lock().unwrap().is_empty());
+        assert!(state.entries.lock().unwrap().is_empty());
     }
 
     #[test]
     fn verified_things_are_trusted_until_they_change_or_the_instance_fails() {
-        let state = InstanceState::default();
+        let state = Memory::default();
         let x = Memo::Answers(Cluster::ControlPlane);
         assert!(!state.is_verified_as(&key("a"), &x, Some(1)));
         state.set_verified_as(&key("a"), x.clone(), Some(1));
@@ -380,15 +262,15 @@ mod tests {
 
     #[test]
     fn a_first_occurrence_keeps_its_time_until_the_instance_fails() {
-        let state = InstanceState::default();
+        let state = Memory::default();
         let hour = Duration::from_secs(3600);
         assert!(!state.recorded_within(&key("a"), &Memo::AccessRequested, hour));
         state.record_first(&key("a"), Memo::AccessRequested);
-        let first = state.memory.lock().unwrap()[&key("a")].verified[&Memo::AccessRequested].1;
+        let first = state.entries.lock().unwrap()[&key("a")].verified[&Memo::AccessRequested].1;
         std::thread::sleep(Duration::from_millis(5));
         state.record_first(&key("a"), Memo::AccessRequested);
         assert_eq!(
-            state.memory.lock().unwrap()[&key("a")].verified[&Memo::AccessRequested].1,
+            state.entries.lock().unwrap()[&key("a")].verified[&Memo::AccessRequested].1,
             first,
             "the first time is kept"
         );
@@ -400,9 +282,9 @@ mod tests {
 
     #[test]
     fn an_unknown_inventory_counts_as_changed() {
-        let state = InstanceState::default();
+        let state = Memory::default();
         let one = Inventory::from([ObjectKey {
-            cluster: service_provider_sdk::contract::Cluster::Platform,
+            cluster: Cluster::Platform,
             group: String::new(),
             kind: "ConfigMap".into(),
             namespace: Some("x".into()),
