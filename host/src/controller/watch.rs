@@ -145,6 +145,9 @@ pub async fn run(ctx: Arc<Shared>, shutdown: impl Future<Output = ()> + Send + S
     run_until(ctx, shutdown, || {}).await;
 }
 
+/// The controller as its watches are added to it.
+type Wired = Controller<Packed>;
+
 /// Like [`run`]; `synced` is called once every watch has listed (the
 /// stores are filled and reconciles read from them).
 pub async fn run_until(
@@ -152,101 +155,12 @@ pub async fn run_until(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     synced: impl FnOnce() + Send + 'static,
 ) {
-    let service =
-        resource::dynamic_api(&ctx.clusters.onboarding, &ctx.plugin.service, ctx.watches.namespace.as_deref());
-    let provider_selector = Owner::provider_selector(&ctx.identity.provider_name);
     let mut stores = Stores::default();
-    let (primary, objects) =
-        reflect(service, ctx.plugin.service.clone(), watcher::Config::default().any_semantic(), true);
-    // The host's own status writes are not a reason to look again: only
-    // what a person or openmcp changes is (the spec, which moves the
-    // generation; annotations such as the operation; labels; finalizers;
-    // the deletion, which also moves the generation of an object with
-    // finalizers). Without this, every status write was one more reconcile,
-    // often before the stores had seen what that reconcile had just written.
-    let objects = objects.predicate_filter(service_object_changed, PredicateConfig::default()).boxed();
-    // The service objects are listed (and reconciles start) only once every
-    // other watch has listed: reconciles read from those stores, and a read
-    // before would go to the API server instead, with permissions the host
-    // does not otherwise need.
-    let c = ctx.clone();
-    let objects = futures::stream::once(async move {
-        stores_listed(c).await;
-        objects
-    })
-    .flatten()
-    .boxed();
-    let mut controller = Controller::for_stream_with(objects, primary.store.clone(), ctx.plugin.service.clone())
-        .with_config(controller::Config::default().concurrency(8).debounce(DEBOUNCE));
-
-    for resource in platform_kinds(&ctx.plugin) {
-        info!(kind = %resource.kind, "watching managed objects on the platform cluster");
-        let api: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &resource);
-        let config = watcher::Config::default().labels(&provider_selector);
-        let (watched, objects) = reflect(api, resource.clone(), config, false);
-        stores.owned.push(watched);
-        let c = ctx.clone();
-        controller = controller.watches_stream_with(
-            objects,
-            move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o),
-            resource,
-        );
-    }
-
-    let controller_name = ctx.plugin.descriptor().service.group.clone();
-    let requests: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &access::access_request_resource());
-    let managed_by = format!("{}={}", access::LABEL_MANAGED_BY, names::label_value(&controller_name));
-    let (watched, objects) =
-        reflect(requests, access::access_request_resource(), watcher::Config::default().labels(&managed_by), false);
-    stores.access_requests = Some(watched);
-    let c = ctx.clone();
-    controller = controller.watches_stream_with(
-        objects,
-        move |ar: Packed| {
-            let labels = ar.full_metadata().ok()?.labels?;
-            let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
-            let namespace = labels.get(access::LABEL_ONBOARDING_NAMESPACE)?;
-            Some(instance_ref(&c.plugin, namespace, name))
-        },
-        access::access_request_resource(),
-    );
-
-    for kind in copied_kinds(&ctx.plugin) {
-        // Sources in the pod namespace: exactly the instances whose last plan
-        // copies them, so a rotated pull secret or CA bundle rolls out at once.
-        let sources = resource::dynamic_api(&ctx.clusters.platform, &kind, Some(&ctx.identity.pod_namespace));
-        let (watched, objects) = reflect(sources, kind.clone(), watcher::Config::default(), true);
-        stores.sources.push(watched);
-        let c = ctx.clone();
-        let source_kind = kind.kind.clone();
-        controller = controller.watches_stream_with(
-            objects,
-            move |o: Packed| {
-                let users = c.memory.users_of_source(&source_kind, &o.name_any());
-                users.into_iter().map(|(ns, name)| instance_ref(&c.plugin, &ns, &name)).collect::<Vec<_>>()
-            },
-            kind.clone(),
-        );
-        // The copies on the platform cluster: an edit or deletion is undone.
-        let copies = resource::dynamic_api(&ctx.clusters.platform, &kind, None);
-        let config = watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}"));
-        let (watched, objects) = reflect(copies, kind.clone(), config, false);
-        stores.copies.push(watched);
-        let c = ctx.clone();
-        controller = controller.watches_stream_with(
-            objects,
-            move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o),
-            kind,
-        );
-    }
-
-    // What blocks a deletion is watched while it does (see
-    // `stores::blockers`); a change there reconciles the instance.
-    let (blocker_changed, blocked) = futures::channel::mpsc::unbounded();
-    ctx.watches.blockers.set_wake(Some(blocker_changed));
-    let c = ctx.clone();
-    controller =
-        controller.reconcile_on(blocked.map(move |(ns, name): (String, String)| instance_ref(&c.plugin, &ns, &name)));
+    let (primary, controller) = watch_service_objects(&ctx);
+    let controller = watch_platform_objects(controller, &ctx, &mut stores);
+    let controller = watch_access_requests(controller, &ctx, &mut stores);
+    let controller = watch_sources_and_copies(controller, &ctx, &mut stores);
+    let controller = wake_on_blockers(controller, &ctx);
 
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
     let pcs: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &ctx.plugin.provider_config);
@@ -279,6 +193,122 @@ pub async fn run_until(
     ctx.watches.set_stores(Stores::default());
     ctx.watches.blockers.set_wake(None);
     ctx.watches.blockers.clear();
+}
+
+/// The primary watch: the service objects, listed once every other store
+/// has listed. Returns their store (to report when it is synced) and the
+/// controller over them.
+fn watch_service_objects(ctx: &Arc<Shared>) -> (Watched, Wired) {
+    let service =
+        resource::dynamic_api(&ctx.clusters.onboarding, &ctx.plugin.service, ctx.watches.namespace.as_deref());
+    let (primary, objects) =
+        reflect(service, ctx.plugin.service.clone(), watcher::Config::default().any_semantic(), true);
+    // The host's own status writes are not a reason to look again: only
+    // what a person or openmcp changes is (the spec, which moves the
+    // generation; annotations such as the operation; labels; finalizers;
+    // the deletion, which also moves the generation of an object with
+    // finalizers). Without this, every status write was one more reconcile,
+    // often before the stores had seen what that reconcile had just written.
+    let objects = objects.predicate_filter(service_object_changed, PredicateConfig::default()).boxed();
+    // The service objects are listed (and reconciles start) only once every
+    // other watch has listed: reconciles read from those stores, and a read
+    // before would go to the API server instead, with permissions the host
+    // does not otherwise need.
+    let c = ctx.clone();
+    let objects = futures::stream::once(async move {
+        stores_listed(c).await;
+        objects
+    })
+    .flatten()
+    .boxed();
+    let controller = Controller::for_stream_with(objects, primary.store.clone(), ctx.plugin.service.clone())
+        .with_config(controller::Config::default().concurrency(8).debounce(DEBOUNCE));
+    (primary, controller)
+}
+
+/// Every kind the plugin observes or writes on the platform cluster, with
+/// the provider's label, mapped back through the owner labels.
+fn watch_platform_objects(mut controller: Wired, ctx: &Arc<Shared>, stores: &mut Stores) -> Wired {
+    let provider_selector = Owner::provider_selector(&ctx.identity.provider_name);
+    for resource in platform_kinds(&ctx.plugin) {
+        info!(kind = %resource.kind, "watching managed objects on the platform cluster");
+        let api: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &resource);
+        let config = watcher::Config::default().labels(&provider_selector);
+        let (watched, objects) = reflect(api, resource.clone(), config, false);
+        stores.owned.push(watched);
+        let c = ctx.clone();
+        controller = controller.watches_stream_with(
+            objects,
+            move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o),
+            resource,
+        );
+    }
+    controller
+}
+
+/// The instances' AccessRequests: a grant continues a waiting reconcile.
+fn watch_access_requests(controller: Wired, ctx: &Arc<Shared>, stores: &mut Stores) -> Wired {
+    let controller_name = ctx.plugin.descriptor().service.group.clone();
+    let requests: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &access::access_request_resource());
+    let managed_by = format!("{}={}", access::LABEL_MANAGED_BY, names::label_value(&controller_name));
+    let (watched, objects) =
+        reflect(requests, access::access_request_resource(), watcher::Config::default().labels(&managed_by), false);
+    stores.access_requests = Some(watched);
+    let c = ctx.clone();
+    controller.watches_stream_with(
+        objects,
+        move |ar: Packed| {
+            let labels = ar.full_metadata().ok()?.labels?;
+            let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
+            let namespace = labels.get(access::LABEL_ONBOARDING_NAMESPACE)?;
+            Some(instance_ref(&c.plugin, namespace, name))
+        },
+        access::access_request_resource(),
+    )
+}
+
+/// The copy sources in the pod namespace (exactly the instances whose last
+/// plan copies them) and the copies on the platform cluster.
+fn watch_sources_and_copies(mut controller: Wired, ctx: &Arc<Shared>, stores: &mut Stores) -> Wired {
+    let provider_selector = Owner::provider_selector(&ctx.identity.provider_name);
+    for kind in copied_kinds(&ctx.plugin) {
+        // Sources in the pod namespace: exactly the instances whose last plan
+        // copies them, so a rotated pull secret or CA bundle rolls out at once.
+        let sources = resource::dynamic_api(&ctx.clusters.platform, &kind, Some(&ctx.identity.pod_namespace));
+        let (watched, objects) = reflect(sources, kind.clone(), watcher::Config::default(), true);
+        stores.sources.push(watched);
+        let c = ctx.clone();
+        let source_kind = kind.kind.clone();
+        controller = controller.watches_stream_with(
+            objects,
+            move |o: Packed| {
+                let users = c.memory.users_of_source(&source_kind, &o.name_any());
+                users.into_iter().map(|(ns, name)| instance_ref(&c.plugin, &ns, &name)).collect::<Vec<_>>()
+            },
+            kind.clone(),
+        );
+        // The copies on the platform cluster: an edit or deletion is undone.
+        let copies = resource::dynamic_api(&ctx.clusters.platform, &kind, None);
+        let config = watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}"));
+        let (watched, objects) = reflect(copies, kind.clone(), config, false);
+        stores.copies.push(watched);
+        let c = ctx.clone();
+        controller = controller.watches_stream_with(
+            objects,
+            move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o),
+            kind,
+        );
+    }
+    controller
+}
+
+/// What blocks a deletion is watched while it does (see
+/// `stores::blockers`); a change there reconciles the instance.
+fn wake_on_blockers(controller: Wired, ctx: &Arc<Shared>) -> Wired {
+    let (blocker_changed, blocked) = futures::channel::mpsc::unbounded();
+    ctx.watches.blockers.set_wake(Some(blocker_changed));
+    let c = ctx.clone();
+    controller.reconcile_on(blocked.map(move |(ns, name): (String, String)| instance_ref(&c.plugin, &ns, &name)))
 }
 
 /// Drops the connection pools nobody used for [`clusters::POOL_IDLE`] and

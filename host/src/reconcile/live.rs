@@ -24,7 +24,7 @@ use crate::adopt::Predecessor;
 use crate::error::report;
 use crate::instance::{Instance, Reach};
 use crate::metrics::Metrics;
-use crate::plugin::plan::{self, CheckedPlan, Step};
+use crate::plugin::plan::{self, CheckedPlan, Manifest, Step};
 use crate::stores::{Lookup, Stores};
 
 /// Reconciles a live instance. Failures are recorded in its status; those
@@ -296,21 +296,9 @@ async fn write(
         provider_config: Some(provider_config),
         reserved: &ctx.identity.reserved_secrets,
     };
-    let mut writes = 0;
-    let mut adopted = Vec::new();
-    // The plugin's CRDs for the instance's own clusters, once per process.
-    if !ctx.memory.crds_installed(&key_of_instance(instance)) {
-        for (cluster, client) in reach.targets().filter(|(c, _)| matches!(c, Cluster::ControlPlane | Cluster::Workload))
-        {
-            let (own, adoption) = (&ctx.plugin.granted().own, &ctx.identity.adoption);
-            let written =
-                crds::ensure(client, cluster, ctx.plugin.descriptor(), own, &ctx.identity.field_manager, adoption)
-                    .await?;
-            writes += usize::from(written);
-        }
-        ctx.memory.set_crds_installed(&key_of_instance(instance));
-    }
     let key = key_of_instance(instance);
+    let mut writes = install_crds(ctx, &key, reach).await?;
+    let mut adopted = Vec::new();
     let stores = ctx.watches.stores();
     let job = |copy: &ObjectCopy| CopyJob {
         platform: &ctx.clusters.platform,
@@ -332,22 +320,7 @@ async fn write(
         let change = match step {
             Step::Apply(m) => {
                 let client = reach.client(m.cluster).expect("checked by plan::check_plan");
-                let namespace = m.namespace.as_deref();
-                // None of ours in a store: a create-only apply (see
-                // `apply::apply`) finds anything else there.
-                let cached = match m.cluster {
-                    Cluster::Platform => stores.ours(&m.api_version, &m.kind, namespace, &m.name),
-                    _ => Lookup::Unknown,
-                };
-                // Unless a store has it: read moments ago by this
-                // reconcile's observations (which also see what is not ours)?
-                let cached = match cached {
-                    Lookup::Found(live) => Lookup::Found(live),
-                    miss => match fetched.lookup(m.cluster, &m.api_version, &m.kind, namespace, &m.name) {
-                        Lookup::Unknown => miss,
-                        read => read,
-                    },
-                };
+                let cached = cached(&stores, fetched, m);
                 let change =
                     apply::apply(client, m, cached, &owner, &ctx.identity.field_manager, &ctx.identity.adoption)
                         .await?;
@@ -374,6 +347,41 @@ async fn write(
         retired.extend(job(copy).retire_predecessor(copy).await?);
     }
     Ok(Written { writes, adopted, retired })
+}
+
+/// The plugin's CRDs for the instance's own clusters (ControlPlane,
+/// workload), once per process; how many were written.
+async fn install_crds(ctx: &Shared, key: &InstanceKey, reach: &Reach<'_>) -> Result<usize, Error> {
+    if ctx.memory.crds_installed(key) {
+        return Ok(0);
+    }
+    let (descriptor, own) = (ctx.plugin.descriptor(), &ctx.plugin.granted().own);
+    let (field_manager, adoption) = (&ctx.identity.field_manager, &ctx.identity.adoption);
+    let mut writes = 0;
+    for (cluster, client) in reach.targets().filter(|(c, _)| matches!(c, Cluster::ControlPlane | Cluster::Workload)) {
+        writes += usize::from(crds::ensure(client, cluster, descriptor, own, field_manager, adoption).await?);
+    }
+    ctx.memory.set_crds_installed(key);
+    Ok(writes)
+}
+
+/// What is known of the object a manifest writes. None of ours in a store:
+/// a create-only apply (see `apply::apply`) finds anything else there.
+/// Unless a store has it: read moments ago by this reconcile's
+/// observations (which also see what is not ours)?
+fn cached(stores: &Stores, fetched: &gather::Fetched, m: &Manifest) -> Lookup {
+    let namespace = m.namespace.as_deref();
+    let stored = match m.cluster {
+        Cluster::Platform => stores.ours(&m.api_version, &m.kind, namespace, &m.name),
+        _ => Lookup::Unknown,
+    };
+    match stored {
+        Lookup::Found(live) => Lookup::Found(live),
+        miss => match fetched.lookup(m.cluster, &m.api_version, &m.kind, namespace, &m.name) {
+            Lookup::Unknown => miss,
+            read => read,
+        },
+    }
 }
 
 /// Counts what a step wrote against the instance's budget for its cluster.
