@@ -24,7 +24,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 use futures::{StreamExt, TryStreamExt, stream};
 use host_test_support::go_provider::{self, DOCKER, GO_PROVIDER, Instance, PULL, PULL_CONFIG};
 use host_test_support::process::{bench_host, free_port, http_get};
@@ -36,6 +35,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::json;
 use service_provider_host::resource;
+use testbed::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 
 const POD_NAMESPACE: &str = "openmcp-system";
 const PROVIDER: &str = "kro";
@@ -90,7 +90,7 @@ async fn labelled(platform: &Client) -> anyhow::Result<usize> {
 }
 
 async fn run(n: usize, host_binary: &Path) -> anyhow::Result<()> {
-    let env = TestEnv::start().await.context("starting the clusters (run `task envtest-bins`)")?;
+    let env = TestEnv::start().await.context("starting the clusters (run `task testbed-bins`)")?;
     let (platform, onboarding, cp) =
         (env.platform.client().await?, env.onboarding.client().await?, env.control_plane.client().await?);
     let ns = Namespace {

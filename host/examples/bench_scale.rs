@@ -33,7 +33,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use envtest::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 use futures::StreamExt;
 use host_test_support::process::{bench_host, free_port, http_get};
 use k8s_openapi::ByteString;
@@ -43,6 +42,7 @@ use kube::api::{ApiResource, DynamicObject, ObjectMeta, PostParams};
 use kube::runtime::{reflector, watcher};
 use serde_json::json;
 use service_provider_host::resource;
+use testbed::{FluxOptions, FluxSimulator, OpenMcpSimulator, SimulatorOptions, TestEnv};
 
 /// Where a `cargo build --profile production --target
 /// x86_64-unknown-linux-musl` puts the binary the image ships, when
@@ -209,7 +209,7 @@ impl Cpu {
 
 /// CPU seconds so far of each process of a run.
 fn cpu_seconds(env: &TestEnv, host: u32) -> anyhow::Result<Cpu> {
-    let cluster = |c: &envtest::Cluster| -> anyhow::Result<f64> {
+    let cluster = |c: &testbed::Cluster| -> anyhow::Result<f64> {
         let (apiserver, etcd) = c.pids();
         Ok(usage(apiserver)?.1 + usage(etcd)?.1)
     };
@@ -269,7 +269,7 @@ struct Result {
 }
 
 async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::Result<Result> {
-    let env = TestEnv::start().await.context("starting the clusters (run `task envtest-bins`)")?;
+    let env = TestEnv::start().await.context("starting the clusters (run `task testbed-bins`)")?;
     let platform = env.platform.client().await?;
     let onboarding = env.onboarding.client().await?;
     let ns = Namespace {

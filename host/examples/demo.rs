@@ -1,7 +1,7 @@
 //! The whole service-provider lifecycle on local API servers, in one command
 //! (`task demo`, or `task demo-flux`): three real kube-apiserver/etcd
 //! clusters (platform, onboarding, ControlPlane), the openmcp and Flux
-//! simulators from `tests/envtest`, then the host's `init`, its controller
+//! simulators from `tests/testbed`, then the host's `init`, its controller
 //! with the plugin component (Kro by default, `flux` as the first argument),
 //! the seed's ProviderConfig and service object from `examples/`, and the
 //! deletion. Prints what happens on each cluster. The host code is the same
@@ -18,10 +18,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use envtest::{
-    DeploymentSimulator, FluxOptions, FluxSimulator, OpenMcpSimulator, RealFlux, RealFluxOptions, SimulatorOptions,
-    TestEnv,
-};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -34,6 +30,10 @@ use service_provider_host::metrics::Metrics;
 use service_provider_host::plugin::sandbox::{Limits, Sandbox};
 use service_provider_host::{clusters, render, resource};
 use service_provider_sdk::contract::Cluster;
+use testbed::{
+    DeploymentSimulator, FluxOptions, FluxSimulator, OpenMcpSimulator, RealFlux, RealFluxOptions, SimulatorOptions,
+    TestEnv,
+};
 
 const POD_NAMESPACE: &str = "openmcp-system";
 
@@ -157,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
 
     step("starting three API servers (platform, onboarding, ControlPlane)");
-    let env = TestEnv::start().await.context("starting the clusters (did you run `task envtest-bins`?)")?;
+    let env = TestEnv::start().await.context("starting the clusters (did you run `task testbed-bins`?)")?;
     println!("    ready in {:?}", env.timings.clusters_ready);
     let platform = env.platform.client().await?;
     let onboarding = env.onboarding.client().await?;

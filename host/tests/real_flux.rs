@@ -9,7 +9,7 @@
 //! A test binary of its own: the real controllers act on every namespace of
 //! the platform cluster, so the Flux simulator must not run next to them.
 //! `ignored` (with the reason) when the Flux binaries were not built;
-//! `ENVTEST_REQUIRE_FLUX=1` (CI, `task test`) makes that a failure.
+//! `TESTBED_REQUIRE_FLUX=1` (CI, `task test`) makes that a failure.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,7 +73,7 @@ fn rgd(name: &str) -> DynamicObject {
     .unwrap()
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     /// Scenarios 2 and 1: the registry requires credentials. Without a pull
     /// secret, and with one the registry refuses, the pull fails and the Kro
     /// says what to fix; with the right credentials in the source Secret, the
@@ -161,7 +161,7 @@ envtest::real_flux_test! {
         let image = deployment.spec.template.spec.unwrap().containers[0].image.clone();
         assert_eq!(image.as_deref(), Some("registry.k8s.io/kro/kro:0.9.1"));
         let crd = f.rgd_crd().await.expect("kro's CRD on the ControlPlane");
-        assert!(envtest::crds::is_established(&crd), "{RGD_CRD} Established");
+        assert!(testbed::crds::is_established(&crd), "{RGD_CRD} Established");
         let record = f.control_plane_secret(KRO_SYSTEM, "sh.helm.release.v1.kro.v1").await.expect("Helm's record");
         assert_eq!(record.type_.as_deref(), Some("helm.sh/release.v1"));
 
@@ -170,7 +170,7 @@ envtest::real_flux_test! {
     }
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     /// Scenarios 3 and 4: `imagePullSecrets` from `helmValues` are copied
     /// into `kro-system` and kro's Deployment refers to them; then an
     /// upgrade to the other chart version, Ready again only with the new
@@ -293,14 +293,14 @@ async fn install_block_and_uninstall(plugin: service_provider_host::plugin::sand
     eprintln!("real-flux: deletion test with {which} took {:?}", test_started.elapsed());
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     /// Scenario 5 with guest-kro.
     async fn deletion_waits_for_rgds_then_kro_is_uninstalled_before_access_is_revoked() {
         install_block_and_uninstall(host_test_support::plugins::plugin(), "guest-kro").await;
     }
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     /// Scenario 5 with guest-kro's Go port (examples/go-kro): the same
     /// install, blocked deletion and uninstall through the real Flux chain.
     async fn the_go_port_installs_kro_and_uninstalls_it_after_the_rgds() {
@@ -308,7 +308,7 @@ envtest::real_flux_test! {
     }
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     /// Deletion while the ControlPlane does not answer: helm-controller can
     /// neither uninstall nor give up while the kubeconfig Secret exists, so
     /// waiting for the HelmRelease before revoking access would wait
@@ -358,7 +358,7 @@ envtest::real_flux_test! {
     }
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     /// On openmcp-operator v1.3.0 with the test cluster provider (#26):
     /// the kubeconfig helm-controller installs kro with is a ServiceAccount
     /// token with exactly the Kro plugin's ControlPlane rules, and that is
@@ -391,7 +391,7 @@ envtest::real_flux_test! {
     }
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     /// On openmcp-operator (#26), the proof that the token is what Helm
     /// installs with: the operator's grant takes the Deployment rule out of
     /// the Kro plugin's ControlPlane token, helm-controller's install of the

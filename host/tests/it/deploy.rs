@@ -273,7 +273,7 @@ async fn the_standalone_rbac_is_exactly_what_init_and_run_do() {
 
 /// `init` and `run` as the Job and the Deployment run them, under their
 /// ServiceAccounts, through the whole Kro lifecycle.
-async fn lifecycle(env: &'static envtest::TestEnv, docs: Vec<(String, Value)>) {
+async fn lifecycle(env: &'static testbed::TestEnv, docs: Vec<(String, Value)>) {
     let admin = env.platform.client().await.unwrap();
     let setup = Setup {
         env: Some(env),

@@ -205,7 +205,7 @@ async fn the_image_runs_the_go_port_of_kro_from_the_registry() {
     let Some(image) = image() else { return };
     let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
-    let digest = envtest::registry::sha256_digest(&std::fs::read(plugin_path(GO_KRO)).unwrap());
+    let digest = testbed::registry::sha256_digest(&std::fs::read(plugin_path(GO_KRO)).unwrap());
     let mut grant: serde_json::Value = serde_saphyr::from_str(service_provider_host::plugin::grant::DEFAULT).unwrap();
     let kro = grant["identities"].as_array_mut().unwrap().iter_mut().find(|i| i["plugin"] == "kro").unwrap();
     kro["digest"] = json!(digest);

@@ -4,8 +4,6 @@
 
 use std::process::{Command, Output};
 
-use envtest::crds::{self, Purpose};
-use envtest::{Cluster, ClusterOptions, OpenMcpSimulator, SimulatorOptions, eventually};
 use host_test_support::{plugin_path, plugins, unique};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -13,6 +11,8 @@ use kube::Api;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use std::time::Duration;
+use testbed::crds::{self, Purpose};
+use testbed::{Cluster, ClusterOptions, OpenMcpSimulator, SimulatorOptions, eventually};
 
 use service_provider_sdk::contract::Cluster as ContractCluster;
 

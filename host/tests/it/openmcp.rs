@@ -1,15 +1,13 @@
 //! The lifecycle on openmcp-operator v1.3.0 itself (issue #26), not the
 //! simulator: its scheduler gives each tenant's ControlPlane a `Cluster`,
 //! its AccessRequest controller resolves the host's requests and hands them
-//! to the test cluster provider (`envtest::cluster_provider`), which grants
+//! to the test cluster provider (`testbed::cluster_provider`), which grants
 //! a ServiceAccount token with exactly the requested rules. So every call
 //! the host makes on a ControlPlane is checked by RBAC against the plugin's
 //! token rules.
 
 use std::sync::Arc;
 
-use envtest::cluster_provider::{ACCESS_NAMESPACE, PROFILE, PROVIDER};
-use envtest::eventually;
 use host_test_support::plugins::{self, plugin};
 use host_test_support::*;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, ServiceAccount};
@@ -18,6 +16,8 @@ use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use service_provider_host::plugin::grant::Effective;
 use service_provider_host::plugin::plan::Planner;
+use testbed::cluster_provider::{ACCESS_NAMESPACE, PROFILE, PROVIDER};
+use testbed::eventually;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
 const AR: &str = "kro.services.open-control-plane.io--mcp-01--mcp";
@@ -75,7 +75,7 @@ async fn the_kro_lifecycle_runs_on_openmcp_operator_with_scoped_tokens() {
     // and Nodes, which no rule names, are forbidden on the ControlPlane.
     let kubeconfig = token(&f).await;
     assert!(kubeconfig.contains("token:") && !kubeconfig.contains("client-key"), "a token kubeconfig");
-    let scoped = envtest::client_from_kubeconfig(&kubeconfig).await.unwrap();
+    let scoped = testbed::client_from_kubeconfig(&kubeconfig).await.unwrap();
     let pods = Api::<Pod>::namespaced(scoped.clone(), "kube-system");
     pods.list(&Default::default()).await.expect("the plugin's rules let the token read Pods");
     let pod: Pod = serde_json::from_value(json!({
@@ -174,11 +174,11 @@ fn container_args(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec
 /// kind init registered kept.
 #[tokio::test]
 async fn a_service_provider_openmcp_deploys_runs_init_and_run_with_its_arguments() {
-    use envtest::openmcp::SYSTEM_NAMESPACE;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::batch::v1::Job;
     use kube::api::{Patch, PatchParams, PostParams};
     use std::time::Duration;
+    use testbed::openmcp::SYSTEM_NAMESPACE;
 
     let provider = unique("kro");
     let setup =
@@ -287,8 +287,8 @@ async fn a_workload_cluster_is_granted_by_openmcp_operator() {
 /// ControlPlane's ClusterRequest.
 #[tokio::test]
 async fn a_control_plane_deleted_through_openmcp_takes_its_kro_first() {
-    use envtest::openmcp::control_plane_resource;
     use service_provider_host::controller::init;
+    use testbed::openmcp::control_plane_resource;
 
     let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
     let mut f = Fixture::with_openmcp(options).await;

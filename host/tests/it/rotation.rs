@@ -32,7 +32,7 @@ async fn rotate(f: &Fixture, kubeconfig: &str) {
 
 #[tokio::test]
 async fn onboarding_credentials_are_followed_through_rotation_and_revocation() {
-    let env = envtest::shared().await.unwrap();
+    let env = testbed::shared().await.unwrap();
     let accounts = unique("onboarding-access");
     let (a, b, c) = (
         service_account_kubeconfig(&env.onboarding, &accounts, "provider-a", true).await,

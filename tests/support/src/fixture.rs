@@ -4,18 +4,13 @@
 //! name (hence its own ProviderConfig and owner labels) and its own
 //! ControlPlane cluster, so tests run in parallel without seeing each other.
 //! Platform and onboarding clusters are shared per test binary. The openmcp
-//! simulator of `envtest` plays openmcp; Flux is either the simulator
+//! simulator of `testbed` plays openmcp; Flux is either the simulator
 //! ([`Fixture::new`]) or the real controllers ([`Fixture::with_real_flux`],
 //! see [`crate::real_flux`]), never both in one test binary.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use envtest::crds::{self, Purpose};
-use envtest::{
-    Cluster, ClusterOptions, DeploymentSimulator, FluxOptions, FluxSimulator, OpenMcpSimulator, RealFlux,
-    SimulatorOptions, TargetCluster, TestEnv, eventually,
-};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
@@ -29,6 +24,11 @@ use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::Plugin;
 use service_provider_host::reconcile::Shared;
 use service_provider_sdk::{contract, names};
+use testbed::crds::{self, Purpose};
+use testbed::{
+    Cluster, ClusterOptions, DeploymentSimulator, FluxOptions, FluxSimulator, OpenMcpSimulator, RealFlux,
+    SimulatorOptions, TargetCluster, TestEnv, eventually,
+};
 
 use crate::plugins::{planner, plugin};
 use crate::unique;
@@ -127,8 +127,8 @@ pub enum OpenMcp {
     /// The simulator, on this fixture's namespaces, with admin kubeconfigs.
     Simulated(OpenMcpSimulator),
     /// openmcp-operator v1.3.0 and the test cluster provider on clusters of
-    /// their own (`envtest::openmcp::shared()`), with RBAC-scoped tokens.
-    Real(&'static envtest::openmcp::OpenMcp),
+    /// their own (`testbed::openmcp::shared()`), with RBAC-scoped tokens.
+    Real(&'static testbed::openmcp::OpenMcp),
 }
 
 impl OpenMcp {
@@ -138,7 +138,7 @@ impl OpenMcp {
         name: &str,
         namespace: &str,
         cluster: &Cluster,
-    ) -> envtest::Result<String> {
+    ) -> testbed::Result<String> {
         match self {
             OpenMcp::Simulated(s) => s.register_control_plane(name, namespace, cluster).await,
             OpenMcp::Real(r) => r.register_control_plane(name, namespace, cluster).await,
@@ -146,7 +146,7 @@ impl OpenMcp {
     }
 
     /// Plays the ControlPlane's deletion (only the simulator so far).
-    pub async fn unregister_control_plane(&self, name: &str, namespace: &str) -> envtest::Result<()> {
+    pub async fn unregister_control_plane(&self, name: &str, namespace: &str) -> testbed::Result<()> {
         match self {
             OpenMcp::Simulated(s) => s.unregister_control_plane(name, namespace).await,
             OpenMcp::Real(_) => unimplemented!("deleting a ControlPlane through openmcp"),
@@ -167,7 +167,7 @@ pub enum Flux {
     /// The simulator, on this fixture's tenant namespaces.
     Simulated(FluxSimulator),
     /// The real source-controller and helm-controller of this test binary
-    /// (`envtest::real_flux::shared()`, on every namespace of the shared
+    /// (`testbed::real_flux::shared()`, on every namespace of the shared
     /// platform), and Deployments in `kro-system` on this fixture's
     /// ControlPlane made Available (no kubelet), so that Helm's wait ends.
     Real { chain: &'static RealFlux, deployments: DeploymentSimulator },
@@ -188,7 +188,7 @@ pub struct Options {
 /// the usual (the shared environment, unique names).
 #[derive(Default)]
 pub struct Setup {
-    /// The clusters (default: [`envtest::shared`]).
+    /// The clusters (default: [`testbed::shared`]).
     pub env: Option<&'static TestEnv>,
     /// The provider's pod namespace (created if missing).
     pub pod_namespace: Option<String>,
@@ -198,7 +198,7 @@ pub struct Setup {
     /// cluster (default: its admin kubeconfig), e.g. a revocable token.
     pub onboarding_kubeconfig: Option<String>,
     /// openmcp-operator itself instead of the simulator.
-    pub openmcp: Option<&'static envtest::openmcp::OpenMcp>,
+    pub openmcp: Option<&'static testbed::openmcp::OpenMcp>,
 }
 
 impl Fixture {
@@ -233,7 +233,7 @@ impl Fixture {
     /// Like [`Self::with_openmcp_service`], placed and named by `setup`
     /// (its `env` and `openmcp` are openmcp-operator's).
     pub async fn with_openmcp_setup(options: Options, service: Service, setup: Setup) -> Fixture {
-        let openmcp = envtest::openmcp::shared().await.expect("openmcp-operator");
+        let openmcp = testbed::openmcp::shared().await.expect("openmcp-operator");
         let setup = Setup { env: Some(&openmcp.env), openmcp: Some(openmcp), ..setup };
         Self::start(options, service, false, setup).await
     }
@@ -252,7 +252,7 @@ impl Fixture {
     /// plugin's token rules. Only in a test binary where no Flux simulator
     /// runs on that platform.
     pub async fn with_real_flux_on_openmcp(instances: &[&str]) -> Fixture {
-        let openmcp = envtest::openmcp::shared().await.expect("openmcp-operator");
+        let openmcp = testbed::openmcp::shared().await.expect("openmcp-operator");
         let options = Options { instances: instances.iter().map(|i| i.to_string()).collect(), ..Options::default() };
         let setup = Setup { env: Some(&openmcp.env), openmcp: Some(openmcp), ..Setup::default() };
         Self::start(options, Service::KRO, true, setup).await
@@ -263,12 +263,12 @@ impl Fixture {
         // Flux binaries are missing.
         let chain = match (real_flux, setup.openmcp) {
             (true, Some(openmcp)) => Some(openmcp.real_flux().await.expect("the real Flux chain on openmcp")),
-            (true, None) => Some(envtest::real_flux::shared().await.expect("the real Flux chain")),
+            (true, None) => Some(testbed::real_flux::shared().await.expect("the real Flux chain")),
             (false, _) => None,
         };
         let env = match setup.env {
             Some(env) => env,
-            None => envtest::shared().await.expect("test environment"),
+            None => testbed::shared().await.expect("test environment"),
         };
         let (cp, rgd_crds) = tokio::join!(
             Cluster::start(ClusterOptions::new("cp")),

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine as _;
-use envtest::crds::{self, Purpose};
-use envtest::{Cluster, ClusterOptions, TestEnv};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::Value;
+use testbed::crds::{self, Purpose};
+use testbed::{Cluster, ClusterOptions, TestEnv};
 
 /// A kubeconfig for `namespace/service_account` on `cluster` with a fresh
 /// token (one hour). Creates the namespace and the ServiceAccount when
@@ -104,7 +104,7 @@ pub struct AuditedEnv {
 
 pub async fn audited_env() -> &'static AuditedEnv {
     static ENV: tokio::sync::OnceCell<AuditedEnv> = tokio::sync::OnceCell::const_new();
-    ENV.get_or_init(|| async { envtest::runtime().spawn(start_audited()).await.expect("start-up task") }).await
+    ENV.get_or_init(|| async { testbed::runtime().spawn(start_audited()).await.expect("start-up task") }).await
 }
 
 async fn start_audited() -> AuditedEnv {
@@ -138,7 +138,7 @@ async fn start_audited() -> AuditedEnv {
     let timeout = Duration::from_secs(60);
     crds::install(&platform.client().await.unwrap(), &platform_crds, timeout).await.expect("platform CRDs");
     crds::install(&control_plane.client().await.unwrap(), &control_plane_crds, timeout).await.expect("RGD CRD");
-    let timings = envtest::env::Timings { clusters_ready: Duration::ZERO, crds_ready: Duration::ZERO };
+    let timings = testbed::env::Timings { clusters_ready: Duration::ZERO, crds_ready: Duration::ZERO };
     AuditedEnv { env: TestEnv { platform, onboarding, control_plane, timings }, audit_log }
 }
 

@@ -4,7 +4,7 @@
 //! - [`plugins`]: where the plugin components are, compiled once per process;
 //! - [`parity`]: the native-vs-component comparison for any plugin;
 //! - [`unique`]: names that never collide within a run;
-//! - [`fixture`]: the host's controller on real API servers (`envtest`),
+//! - [`fixture`]: the host's controller on real API servers (`testbed`),
 //!   with the openmcp simulator and the Flux simulator or the real chain;
 //! - [`real_flux`]: helpers for tests on the real Flux chain;
 //! - [`go_provider`]: what the Go service-provider-kro leaves behind, for
@@ -24,9 +24,9 @@ pub mod real_flux;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub use envtest::eventually;
 pub use fixture::*;
 pub use plugins::{plugin, plugin_path, workload_echo_plugin};
+pub use testbed::eventually;
 
 /// Unique within this process (namespaces are never deleted in the test
 /// clusters: no namespace controller runs).

@@ -1,4 +1,4 @@
-//! Plugins in a registry, for the tests of `--plugin oci://…`: the envtest
+//! Plugins in a registry, for the tests of `--plugin oci://…`: the testbed
 //! registry (authentication required), a docker config that grants access,
 //! cosign key pairs, and publishing with the host's own `plugin push` and
 //! signing with the real cosign.
@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use envtest::bins::FluxBinaries;
-use envtest::process::RunDir;
-use envtest::registry::Registry;
+use testbed::bins::FluxBinaries;
+use testbed::process::RunDir;
+use testbed::registry::Registry;
 
 /// Where the image test mounts the files of a [`PluginRegistry`].
 pub const IMAGE_DIR: &str = "/var/run/plugin-registry";

@@ -115,7 +115,7 @@ impl Launcher {
 /// Killed when dropped.
 pub fn bench_host(
     binary: &Path,
-    env: &envtest::TestEnv,
+    env: &testbed::TestEnv,
     (provider, pod_namespace): (&str, &str),
     metrics_port: u16,
     args: &[OsString],
@@ -292,7 +292,7 @@ fn descendants(pid: i32) -> Vec<i32> {
 /// A free loopback port, never one handed out before in this process (the
 /// test clusters' own allocator).
 pub fn free_port() -> u16 {
-    envtest::process::free_port().expect("a free loopback port")
+    testbed::process::free_port().expect("a free loopback port")
 }
 
 /// A plain HTTP GET on loopback: (status code, body), or None if nothing listens.

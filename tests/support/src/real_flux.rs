@@ -6,7 +6,6 @@
 //! made Available by a simulator (no kubelet).
 
 use base64::Engine as _;
-use envtest::{PushedChart, RealFlux};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
@@ -14,6 +13,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
 use serde_json::{Value, json};
+use testbed::{PushedChart, RealFlux};
 
 use crate::fixture::{Fixture, Flux};
 
@@ -82,7 +82,7 @@ impl Fixture {
         let mut secret = registry.pull_secret(name, &self.pod_ns);
         if let Some(password) = password {
             let auth = base64::engine::general_purpose::STANDARD
-                .encode(format!("{}:{password}", envtest::registry::REGISTRY_USER));
+                .encode(format!("{}:{password}", testbed::registry::REGISTRY_USER));
             let config = json!({"auths": {registry.host(): {"auth": auth}}}).to_string();
             secret.data = Some([(".dockerconfigjson".to_string(), ByteString(config.into_bytes()))].into());
         }

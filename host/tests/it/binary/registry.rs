@@ -7,12 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use envtest::registry::Artifact;
 use host_test_support::oci::PluginRegistry;
 use host_test_support::plugins::{self, KRO, KRO_0_1, WORKLOAD_ECHO};
 use host_test_support::process::{Replica, ReplicaOptions};
 use host_test_support::*;
 use serde_json::json;
+use testbed::registry::Artifact;
 
 use super::binary;
 
@@ -58,7 +58,7 @@ fn refused(r: &PluginRegistry, plugin: &str, extra: &[&str], docker: &Path, reas
     eprintln!("refused as expected: {}", stderr.trim_end());
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     async fn a_plugin_pulled_by_digest_and_verified_reaches_ready_and_restarts_from_the_cache() {
         let r = PluginRegistry::start().await;
         let pinned = r.publish(&host(), &plugins::plugin_path(KRO), "plugins/kro");
@@ -117,7 +117,7 @@ envtest::real_flux_test! {
     }
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     async fn every_wrong_artifact_reference_or_signature_is_refused_in_one_line() {
         let r = PluginRegistry::start().await;
         let docker = r.docker_config();
@@ -204,7 +204,7 @@ envtest::real_flux_test! {
     }
 }
 
-envtest::real_flux_test! {
+testbed::real_flux_test! {
     /// A key signs digests, not tags: a registry that moves a tag back to an
     /// older digest the key once signed (a release with a known hole) would
     /// pass the check. So with a key a tag is refused, even with the opt-in.
