@@ -326,7 +326,7 @@ async fn evict_idle(ctx: Arc<Shared>) {
     }
 }
 
-/// Returns once every store in the context has its first list.
+/// Returns once every store the watches fill has its first list.
 async fn stores_listed(ctx: Arc<Shared>) {
     let mut every = tokio::time::interval(Duration::from_millis(50));
     while !ctx.watches.stores().synced() {

@@ -348,7 +348,7 @@ fn cluster_name(cluster: Cluster) -> &'static str {
 
 /// The rule for a granted cluster that does not answer during deletion
 /// (`/version` fails or times out): deletion waits for it for
-/// [`Shared::unreachable_grace`], saying so in the status; a blip must not
+/// [`Clusters::unreachable_grace`], saying so in the status; a blip must not
 /// cost the plugin its look at the cluster (e.g. a check that blocks
 /// deletion). After that the cluster counts as gone: the plugin's cleanup
 /// sees no access to it (no context entry, no observations, like after a

@@ -1,6 +1,7 @@
 //! What every reconcile shares, in parts: each step takes the parts it
-//! needs, and only the paths ([`super::live`], [`super::deletion`]) and the
-//! controller hold the whole.
+//! needs; the whole is held only by the paths ([`super::live`],
+//! [`super::deletion`], and [`super::reach`], which both use) and the
+//! controller.
 //!
 //! | part | what it is |
 //! |---|---|
