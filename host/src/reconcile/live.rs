@@ -311,7 +311,7 @@ async fn write(
         adoption: &ctx.identity.adoption,
     };
     for step in plan.steps() {
-        let unwatched = unwatched(&stores, &ctx.identity.pod_namespace, &step);
+        let unwatched = unwatched(&ctx.watches.stores(), &ctx.identity.pod_namespace, &step);
         if let Some((memo, digest)) = &unwatched
             && ctx.memory.is_verified_as(&key, memo, Some(*digest))
         {
