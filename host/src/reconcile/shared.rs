@@ -149,8 +149,4 @@ impl Shared {
     pub fn blockers(&self) -> &Blockers {
         &self.watches.blockers
     }
-
-    pub fn descriptor(&self) -> &Descriptor {
-        self.plugin.descriptor()
-    }
 }
