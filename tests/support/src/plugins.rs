@@ -32,6 +32,8 @@ pub const HOSTILE: Component = Component::built("HOSTILE_PLUGIN_WASM", "hostile_
 pub const IMPOSTOR: Component = Component::built("IMPOSTOR_PLUGIN_WASM", "impostor_plugin.wasm");
 pub const SLEEPY_DESCRIBE: Component = Component::built("SLEEPY_DESCRIBE_PLUGIN_WASM", "sleepy_describe_plugin.wasm");
 pub const FUTURE_CONTRACT: Component = Component::built("FUTURE_CONTRACT_PLUGIN_WASM", "future_contract_plugin.wasm");
+/// The Kro plugin's next version (`tests/plugins/kro-next`): known changes, for upgrades.
+pub const KRO_NEXT: Component = Component::built("KRO_NEXT_PLUGIN_WASM", "kro_next_plugin.wasm");
 /// examples/go-hello, a plugin written in Go (`task build-go-plugins`).
 pub const GO_HELLO: Component = Component::built("GO_HELLO_PLUGIN_WASM", "go_hello.wasm");
 /// examples/go-kro, guest-kro ported to Go (`task build-go-plugins`).
