@@ -277,8 +277,20 @@ struct PluginArgs {
     /// without it the built-in grant applies.
     #[arg(long, env = "PLUGIN_GRANT")]
     plugin_grant: Option<PathBuf>,
+    /// What to do with a plugin that asks for more than its grant gives:
+    /// `refuse` it at start, naming each request (a plugin upgrade that
+    /// wants more stops at its rollout), or `drop` those requests, one log
+    /// line each.
+    #[arg(long, env = "UNGRANTED_REQUESTS", value_enum, default_value = "refuse")]
+    ungranted_requests: UngrantedRequests,
     #[command(flatten)]
     registry: RegistryArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum UngrantedRequests {
+    Refuse,
+    Drop,
 }
 
 impl PluginArgs {
@@ -296,6 +308,10 @@ impl PluginArgs {
             cache_dir: self.plugin_cache_dir.as_deref(),
             limits,
             registry: &registry,
+            ungranted: match self.ungranted_requests {
+                UngrantedRequests::Refuse => load::Ungranted::Refuse,
+                UngrantedRequests::Drop => load::Ungranted::Drop,
+            },
         };
         Ok(load::planner(request).await?)
     }

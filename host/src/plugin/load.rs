@@ -24,6 +24,22 @@ pub struct Load<'a> {
     pub cache_dir: Option<&'a Path>,
     pub limits: Limits,
     pub registry: &'a oci::Options,
+    /// What becomes of requests the grant does not give.
+    pub ungranted: Ungranted,
+}
+
+/// What loading does with a component that asks for more than its grant
+/// gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ungranted {
+    /// Refuse the component, naming every request the grant does not give:
+    /// a plugin upgrade that asks for more is stopped at its rollout, and
+    /// widening the grant is the operator's explicit act.
+    #[default]
+    Refuse,
+    /// Load it without them, one log line each (what the host did before a
+    /// grant could be exceeded by an upgrade; for development and previews).
+    Drop,
 }
 
 /// Why a plugin could not be loaded.
@@ -47,6 +63,13 @@ pub enum LoadError {
     Engine(PluginError),
     #[error(transparent)]
     Grant(#[from] GrantError),
+    /// The component asks for what its grant does not give.
+    #[error(
+        "plugin {plugin} {origin} asks for more than its grant gives: {}; widen the grant for it (--plugin-grant), \
+         or load it without those requests (--ungranted-requests=drop)",
+        refused.join("; ")
+    )]
+    Ungranted { plugin: String, origin: String, refused: Vec<String> },
     /// `precompile` found nothing to compile.
     #[error("no plugin components (.wasm) found in the given paths")]
     Nothing,
@@ -66,7 +89,8 @@ fn listed(found: &[String]) -> String {
 }
 
 /// Loads the plugin and intersects its requests with the grant; what is not
-/// granted is logged, one line each.
+/// granted refuses the component, or is logged one line each
+/// ([`Ungranted`]).
 pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
     let source = PluginSource::parse(load.plugin, load.registry)?;
     if let Some(path) = source.file()
@@ -94,6 +118,10 @@ pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
         );
     }
     let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant)?;
+    if load.ungranted == Ungranted::Refuse && !granted.refused.is_empty() {
+        let (plugin, origin) = (plugin.name().to_string(), component.origin.to_string());
+        return Err(LoadError::Ungranted { plugin, origin, refused: granted.refused });
+    }
     for refused in &granted.refused {
         tracing::warn!(plugin = %plugin.name(), "not granted: {refused}");
     }

@@ -290,7 +290,14 @@ async fn a_hostile_plugin_cannot_end_the_process() {
     let log = std::env::temp_dir().join(format!("{}.log", unique("hostile-host")));
     let options = ReplicaOptions {
         plugin: plugins::HOSTILE,
-        args: vec!["--plugin-grant".into(), grant.display().to_string(), "--log-format".into(), "text".into()],
+        args: vec![
+            "--plugin-grant".into(),
+            grant.display().to_string(),
+            "--ungranted-requests".into(),
+            "drop".into(),
+            "--log-format".into(),
+            "text".into(),
+        ],
         log: Some(log.clone()),
         ..ReplicaOptions::new("replica-0")
     };

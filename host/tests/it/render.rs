@@ -268,7 +268,7 @@ fn render_shows_the_hosts_refusals_offline() {
         );
         let object = temp_file(&format!("{name}.yaml"), &object);
         let mut args = vec!["--object", s(&object), "--provider-config", s(&config)];
-        args.extend(["--plugin-grant", s(&grant)]);
+        args.extend(["--plugin-grant", s(&grant), "--ungranted-requests", "drop"]);
         if deleting {
             args.push("--deleting");
         }

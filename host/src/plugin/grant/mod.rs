@@ -19,8 +19,11 @@
 //!   reported and not given.
 //! - [`check`]: per call, every object, copy and deletion of a plan, with
 //!   the field conditions of `fields`.
+//! - [`delta`]: what a candidate component asks for beyond the current one
+//!   and beyond its grant (a plugin upgrade, before it is rolled out).
 
 pub mod check;
+pub mod delta;
 pub mod effective;
 mod fields;
 pub mod hard;
