@@ -14,6 +14,7 @@ use serde_json::Value;
 use service_provider_sdk::contract::{CleanupPlan, Cluster, Descriptor, Input, ObjectCopy, PlanError, ServiceStatus};
 
 mod check;
+pub mod compare;
 pub mod report;
 pub mod scope;
 pub mod validate;
@@ -80,7 +81,7 @@ impl Manifest {
 }
 
 /// One object a plan asks the host to write (an object or a copy).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct ObjectKey {
     pub cluster: Cluster,
     pub group: String,
@@ -111,6 +112,12 @@ pub enum Step<'a> {
 impl CheckedPlan {
     /// Every object and copy this plan writes.
     pub fn inventory(&self) -> Inventory {
+        self.inventory_in_order().into_iter().collect()
+    }
+
+    /// Every object and copy this plan writes: the objects in the plugin's
+    /// order, then the copies.
+    pub fn inventory_in_order(&self) -> Vec<ObjectKey> {
         let objects = self.manifests.iter().map(|m| ObjectKey {
             cluster: m.cluster,
             group: m.group().to_string(),
