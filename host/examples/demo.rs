@@ -228,6 +228,7 @@ async fn main() -> anyhow::Result<()> {
         onboarding_timeout: Duration::from_secs(60),
         watch_namespace: None,
         unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
+        writes: Default::default(),
     };
     let counted_platform =
         clusters::client_from_kubeconfig(env.platform.kubeconfig_yaml(), Cluster::Platform, &metrics).await?;

@@ -245,6 +245,9 @@ pub enum AccessFailure {
     /// A request is granted but says nowhere where its kubeconfig is.
     #[error("{request} is granted without status.secretRef")]
     NoSecretRef { request: String },
+    /// Access that a command only reads is not granted (yet).
+    #[error("{what} is not granted: {hint}")]
+    NotGranted { what: String, hint: String },
     /// A kubeconfig's text is not a kubeconfig.
     #[error("the {cluster} kubeconfig is not valid")]
     InvalidKubeconfig {

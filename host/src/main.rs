@@ -39,6 +39,10 @@ enum Command {
     /// Print what the host would apply, copy, delete and write as status for
     /// one service object, without touching any cluster.
     Render(RenderArgs),
+    /// Preview a plugin upgrade on the live fleet without writing anything:
+    /// what --plugin (the candidate) would change for every service object
+    /// against the plugin running now (--current-plugin).
+    Diff(DiffArgs),
     /// Compile plugins into --plugin-cache-dir ahead of time (for container
     /// images), checking that each one loads and describes itself.
     Precompile(PrecompileArgs),
@@ -180,6 +184,45 @@ struct InitArgs {
 }
 
 #[derive(Args)]
+struct DiffArgs {
+    /// The candidate plugin is --plugin, its grant --plugin-grant; a request
+    /// the grant does not give is reported, not refused.
+    #[command(flatten)]
+    provider: ProviderArgs,
+    /// The plugin running now (a file or an oci:// reference); defaults to
+    /// --plugin, to preview a change of the grant or the ProviderConfig.
+    #[arg(long)]
+    current_plugin: Option<String>,
+    /// The grant of the plugin running now; defaults to --plugin-grant.
+    #[arg(long)]
+    current_plugin_grant: Option<PathBuf>,
+    /// A ProviderConfig (YAML or JSON) for the candidate to plan with
+    /// instead of the live one.
+    #[arg(long)]
+    provider_config: Option<PathBuf>,
+    /// Only service objects with these labels (a label selector).
+    #[arg(short = 'l', long)]
+    selector: Option<String>,
+    /// Instances previewed at once (a reconcile round's worth by default).
+    #[arg(long, default_value_t = controller::preview::CONCURRENCY as u64, value_parser = clap::value_parser!(u64).range(1..=64))]
+    concurrency: u64,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    output: DiffOutput,
+    /// Exit with 0 when nothing would change, 2 when something would, 1 on
+    /// an error (an instance that could not be previewed included).
+    #[arg(long)]
+    exit_code: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DiffOutput {
+    Text,
+    Json,
+    Yaml,
+}
+
+#[derive(Args)]
 struct PrecompileArgs {
     /// Where to write the compiled plugins (and pulled ones).
     #[arg(long, env = "PLUGIN_CACHE_DIR")]
@@ -227,6 +270,7 @@ impl ProviderArgs {
             onboarding_timeout: Duration::from_secs(self.onboarding_timeout_seconds),
             watch_namespace: self.watch_namespace.clone(),
             unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
+            writes: Default::default(),
         })
     }
 
@@ -296,6 +340,21 @@ enum UngrantedRequests {
 impl PluginArgs {
     /// Loads the plugin with its grant ([`load::planner`]).
     async fn load(&self) -> anyhow::Result<Planner> {
+        let ungranted = match self.ungranted_requests {
+            UngrantedRequests::Refuse => load::Ungranted::Refuse,
+            UngrantedRequests::Drop => load::Ungranted::Drop,
+        };
+        self.load_with(ungranted, None, None).await
+    }
+
+    /// Loads `plugin` (else --plugin) with `grant` (else --plugin-grant),
+    /// doing with requests the grant does not give what `ungranted` says.
+    async fn load_with(
+        &self,
+        ungranted: load::Ungranted,
+        plugin: Option<&str>,
+        grant: Option<&std::path::Path>,
+    ) -> anyhow::Result<Planner> {
         let limits = Limits {
             timeout: Duration::from_millis(self.plugin_timeout_ms),
             memory_bytes: self.plugin_memory_mib << 20,
@@ -303,15 +362,12 @@ impl PluginArgs {
         };
         let registry = self.registry.options(self.plugin_cache_dir.clone());
         let request = load::Load {
-            plugin: &self.plugin,
-            grant: self.plugin_grant.as_deref(),
+            plugin: plugin.unwrap_or(&self.plugin),
+            grant: grant.or(self.plugin_grant.as_deref()),
             cache_dir: self.plugin_cache_dir.as_deref(),
             limits,
             registry: &registry,
-            ungranted: match self.ungranted_requests {
-                UngrantedRequests::Refuse => load::Ungranted::Refuse,
-                UngrantedRequests::Drop => load::Ungranted::Drop,
-            },
+            ungranted,
         };
         Ok(load::planner(request).await?)
     }
@@ -384,7 +440,7 @@ fn main() -> std::process::ExitCode {
     install_panic_hook();
     let cli = Cli::parse();
     match runtime().and_then(|rt| rt.block_on(execute(cli))) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             // One line with the whole cause chain (whatever a plugin or a
             // cluster put into it); never a backtrace.
@@ -395,7 +451,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn execute(cli: Cli) -> anyhow::Result<()> {
+async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
         Command::Init(args) => {
             args.provider.init_logging();
@@ -440,10 +496,73 @@ async fn execute(cli: Cli) -> anyhow::Result<()> {
             };
             print(&format!("{}\n", text.trim_end()))?;
         }
+        Command::Diff(args) => return diff(args).await,
         Command::Precompile(args) => precompile(&args).await?,
         Command::Plugin(PluginCommand::Push(args)) => push(&args).await?,
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `diff`: the fleet preview, printed; its exit code says whether anything
+/// would change (with --exit-code).
+async fn diff(args: DiffArgs) -> anyhow::Result<std::process::ExitCode> {
+    args.provider.init_logging();
+    let settings = args.provider.settings()?;
+    let candidate = args.provider.plugin.load_with(load::Ungranted::Drop, None, None).await?;
+    let current = args
+        .provider
+        .plugin
+        .load_with(load::Ungranted::Drop, args.current_plugin.as_deref(), args.current_plugin_grant.as_deref())
+        .await?;
+    let candidate_provider_config = match &args.provider_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(
+                serde_saphyr::from_str::<serde_json::Value>(&text)
+                    .with_context(|| format!("parsing {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let options = controller::preview::PreviewOptions {
+        selector: args.selector,
+        concurrency: args.concurrency as usize,
+        candidate_provider_config,
+    };
+    let metrics = Metrics::new();
+    let platform = clusters::platform_client_with(&metrics, clusters::Writes::Refused).await?;
+    // A bar on a terminal only; a pipe or a CI log gets the report alone.
+    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} instances, {elapsed}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let progress = |done: usize, total: usize| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    };
+    let preview =
+        controller::preview::preview(current, candidate, &settings, platform, metrics, &options, progress).await?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let text = match args.output {
+        DiffOutput::Text => controller::preview::text(&preview),
+        DiffOutput::Json => format!("{}\n", serde_json::to_string_pretty(&preview)?),
+        DiffOutput::Yaml => serde_saphyr::to_string(&preview)?,
+    };
+    print(&text)?;
+    Ok(match (args.exit_code, preview.incomplete(), preview.changes()) {
+        (false, _, _) => std::process::ExitCode::SUCCESS,
+        (true, true, _) => std::process::ExitCode::FAILURE,
+        (true, false, true) => std::process::ExitCode::from(2),
+        (true, false, false) => std::process::ExitCode::SUCCESS,
+    })
 }
 
 /// Writes to stdout; a reader that went away (`| head`) is not an error.

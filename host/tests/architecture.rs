@@ -281,10 +281,11 @@ fn the_wings_point_one_way() {
 }
 
 /// The rooms of `reconcile/` that are its paths, not its steps: the entry
-/// point, the live and the deletion path, how an instance reaches its
+/// point, the live, the deletion and the preview path, how an instance reaches its
 /// clusters, and the whole they share (its parts, such as `memory`, may be
 /// handed to a step).
-const PATHS: &[&str] = &["reconcile", "reconcile/live", "reconcile/deletion", "reconcile/reach", "reconcile/shared"];
+const PATHS: &[&str] =
+    &["reconcile", "reconcile/live", "reconcile/deletion", "reconcile/preview", "reconcile/reach", "reconcile/shared"];
 
 /// The steps of the reconcile (`reconcile/access`, `gather`, `apply`,
 /// `status`, and what they share) take named values from the paths and

@@ -25,6 +25,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tokio::sync::Notify;
+use tower::filter::FilterLayer;
 use tower::util::{MapRequestLayer, MapResponseLayer};
 
 use crate::error::{AccessFailure, Cause, Error};
@@ -38,9 +39,30 @@ fn count(metrics: &Metrics, cluster: &str, request: &Request<Body>) {
     tracing::trace!(cluster, method = %request.method(), uri = %request.uri(), "request");
 }
 
+/// Whether a client may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Writes {
+    #[default]
+    Allowed,
+    /// Every request but a read (`GET`, `HEAD`) or a server-side dry run
+    /// (`dryRun=All`) fails before it is sent: what a preview uses, whatever
+    /// its credentials would allow.
+    Refused,
+}
+
+/// Passes reads and dry runs; fails every other request before it is sent.
+fn read_only(request: Request<Body>) -> Result<Request<Body>, tower::BoxError> {
+    let read = matches!(*request.method(), http::Method::GET | http::Method::HEAD);
+    let dry_run = request.uri().query().is_some_and(|q| q.split('&').any(|p| p == "dryRun=All"));
+    match read || dry_run {
+        true => Ok(request),
+        false => Err(format!("{} {} refused: this client only reads", request.method(), request.uri().path()).into()),
+    }
+}
+
 /// A client whose requests are counted under `cluster`.
 pub fn client(config: Config, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
-    client_with(config, cluster, metrics, None)
+    client_with(config, cluster, metrics, None, Writes::Allowed)
 }
 
 /// Like [`client`]; when `rejected` is given, every `401 Unauthorized`
@@ -50,6 +72,7 @@ pub fn client_with(
     cluster: Cluster,
     metrics: &Arc<Metrics>,
     rejected: Option<Arc<Notify>>,
+    writes: Writes,
 ) -> Result<Client, Error> {
     let metrics = metrics.clone();
     let label = cluster.as_str();
@@ -57,8 +80,10 @@ pub fn client_with(
         count(&metrics, label, &request);
         request
     });
+    let guard = tower::util::option_layer((writes == Writes::Refused).then(|| FilterLayer::new(read_only)));
     let builder = ClientBuilder::try_from(config)
         .map_err(|e| Error::kube(format!("building a {cluster} client"), e))?
+        .with_layer(&guard)
         .with_layer(&count);
     Ok(match rejected {
         None => builder.build(),
@@ -76,8 +101,18 @@ pub fn client_with(
 /// A client from kubeconfig text read from a cluster (its current context,
 /// inline connection data only; see [`kubeconfig::sanitize`]).
 pub async fn client_from_kubeconfig(yaml: &str, cluster: Cluster, metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    client_from_kubeconfig_with(yaml, cluster, metrics, Writes::Allowed).await
+}
+
+/// Like [`client_from_kubeconfig`], writing or not as `writes` says.
+pub async fn client_from_kubeconfig_with(
+    yaml: &str,
+    cluster: Cluster,
+    metrics: &Arc<Metrics>,
+    writes: Writes,
+) -> Result<Client, Error> {
     let kubeconfig = sanitized(yaml, cluster)?;
-    from_kubeconfig(kubeconfig, cluster, metrics, None).await
+    from_kubeconfig(kubeconfig, cluster, metrics, None, writes).await
 }
 
 fn sanitized(yaml: &str, cluster: Cluster) -> Result<Kubeconfig, Error> {
@@ -97,7 +132,7 @@ pub async fn client_from_operator_kubeconfig(
 ) -> Result<Client, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml)
         .map_err(|source| AccessFailure::InvalidKubeconfig { cluster: cluster.to_string(), source })?;
-    from_kubeconfig(kubeconfig, cluster, metrics, None).await
+    from_kubeconfig(kubeconfig, cluster, metrics, None, Writes::Allowed).await
 }
 
 async fn from_kubeconfig(
@@ -105,11 +140,12 @@ async fn from_kubeconfig(
     cluster: Cluster,
     metrics: &Arc<Metrics>,
     rejected: Option<Arc<Notify>>,
+    writes: Writes,
 ) -> Result<Client, Error> {
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| unusable(cluster, e))?;
-    client_with(config, cluster, metrics, rejected)
+    client_with(config, cluster, metrics, rejected, writes)
 }
 
 /// A kubeconfig that parsed but cannot make a client.
@@ -119,8 +155,13 @@ fn unusable(cluster: Cluster, error: impl Into<Cause>) -> Error {
 
 /// The platform cluster: in-cluster config, or `KUBECONFIG` / `~/.kube/config`.
 pub async fn platform_client(metrics: &Arc<Metrics>) -> Result<Client, Error> {
+    platform_client_with(metrics, Writes::Allowed).await
+}
+
+/// Like [`platform_client`], writing or not as `writes` says.
+pub async fn platform_client_with(metrics: &Arc<Metrics>, writes: Writes) -> Result<Client, Error> {
     let config = Config::infer().await.map_err(AccessFailure::NoPlatform)?;
-    client(config, Cluster::Platform, metrics)
+    client_with(config, Cluster::Platform, metrics, None, writes)
 }
 
 fn secret_key(at: &KubeconfigRef, problem: &'static str) -> AccessFailure {
@@ -174,11 +215,12 @@ pub struct ClientCache {
     kubeconfigs: Mutex<HashMap<SecretKey, Cached>>,
     pools: pools::Pools,
     metrics: Arc<Metrics>,
+    writes: Writes,
 }
 
 impl ClientCache {
-    pub fn new(metrics: Arc<Metrics>) -> Self {
-        ClientCache { kubeconfigs: Mutex::default(), pools: pools::Pools::default(), metrics }
+    pub fn new(metrics: Arc<Metrics>, writes: Writes) -> Self {
+        ClientCache { kubeconfigs: Mutex::default(), pools: pools::Pools::default(), metrics, writes }
     }
 
     /// A client for the kubeconfig in `at`, read again (one Secret read per
@@ -213,7 +255,9 @@ impl ClientCache {
         let pool = self.pools.pool(&config).map_err(refused)?;
         let metrics = self.metrics.clone();
         let label = cluster.as_str();
+        let guard = (self.writes == Writes::Refused).then(|| FilterLayer::new(read_only));
         let service = tower::ServiceBuilder::new()
+            .option_layer(guard)
             .layer(config.base_uri_layer())
             .option_layer(config.auth_layer().map_err(refused)?)
             .layer(config.extra_headers_layer().map_err(refused)?)
@@ -239,5 +283,35 @@ impl ClientCache {
     /// left.
     pub fn evict_idle(&self, idle: Duration) -> usize {
         self.pools.evict_idle(idle)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(method: &str, uri: &str) -> Request<Body> {
+        Request::builder().method(method).uri(uri).body(Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn a_read_only_client_sends_reads_and_dry_runs_only() {
+        for (method, uri) in [
+            ("GET", "/api/v1/namespaces/x/secrets/y"),
+            ("GET", "/apis/a/v1/things?watch=true"),
+            ("PATCH", "/apis/a/v1/namespaces/x/things/y?fieldManager=m&force=true&dryRun=All"),
+        ] {
+            assert!(read_only(request(method, uri)).is_ok(), "{method} {uri}");
+        }
+        for (method, uri) in [
+            ("PATCH", "/apis/a/v1/namespaces/x/things/y?fieldManager=m&force=true"),
+            ("PATCH", "/apis/a/v1/namespaces/x/things/y?dryRun=Allx"),
+            ("POST", "/api/v1/namespaces"),
+            ("PUT", "/api/v1/namespaces/x"),
+            ("DELETE", "/api/v1/namespaces/x?dryRun=None"),
+        ] {
+            let refused = read_only(request(method, uri)).unwrap_err().to_string();
+            assert!(refused.contains("this client only reads"), "{method} {uri}: {refused}");
+        }
     }
 }

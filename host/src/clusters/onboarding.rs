@@ -100,7 +100,8 @@ impl Onboarding {
 }
 
 async fn build(text: &str, metrics: &Arc<Metrics>, rejected: &Arc<Notify>) -> Result<Client, Error> {
-    from_kubeconfig(sanitized(text, Cluster::Onboarding)?, Cluster::Onboarding, metrics, Some(rejected.clone())).await
+    let kubeconfig = sanitized(text, Cluster::Onboarding)?;
+    from_kubeconfig(kubeconfig, Cluster::Onboarding, metrics, Some(rejected.clone()), super::Writes::Allowed).await
 }
 
 /// The kubeconfig text under `key` of a Secret.

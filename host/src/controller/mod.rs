@@ -6,6 +6,7 @@
 //! It calls into [`crate::reconcile`] and the Wasm side; neither knows it.
 
 pub mod init;
+pub mod preview;
 mod run;
 pub mod server;
 pub mod watch;
@@ -60,6 +61,8 @@ pub struct Settings {
     /// During deletion, how long a granted cluster that does not answer is
     /// waited for before the instance is cleaned up without it.
     pub unreachable_grace: Duration,
+    /// Whether the tenants' clusters may be written to (`diff` only reads).
+    pub writes: clusters::Writes,
 }
 
 impl Settings {
@@ -302,7 +305,7 @@ pub fn shared(planner: Planner, settings: &Settings, reached: Reached, metrics: 
         clusters: Clusters {
             platform,
             onboarding,
-            tenants: ClientCache::new(metrics.clone()),
+            tenants: ClientCache::new(metrics.clone(), settings.writes),
             unreachable_grace: settings.unreachable_grace,
         },
         memory,

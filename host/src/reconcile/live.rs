@@ -17,6 +17,7 @@ use super::budget::{self, Budgets};
 use super::gather;
 use super::memory::Memo;
 use super::reach::{Obtained, check_kinds, client_for, instance_access, obtain};
+use super::shared::Loaded;
 use super::status::{self, StatusWriter};
 use super::{DEFAULT_POLL, InstanceKey, Outcome, Shared, WAIT, key_of, timed};
 use crate::Error;
@@ -74,7 +75,7 @@ async fn apply_with_config(
         control_plane: Some(&clients.control_plane),
         workload: clients.workload.as_ref(),
     };
-    let (input, fetched) = observe(ctx, raw, instance, provider_config, kubeconfigs, &reach).await?;
+    let (input, fetched) = observe(ctx, &ctx.plugin, raw, instance, provider_config, kubeconfigs, &reach).await?;
     let plan = match timed(&ctx.metrics, plan::PluginCall::Plan, plan::reconcile(&ctx.plugin.planner, &input)).await? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
@@ -144,15 +145,15 @@ fn budget_spent(budgets: &Budgets, metrics: &Metrics, key: &InstanceKey, plan: &
 }
 
 /// The kubeconfigs granted for the instance's tenant clusters.
-struct Kubeconfigs {
-    control_plane: KubeconfigRef,
-    workload: Option<KubeconfigRef>,
+pub(super) struct Kubeconfigs {
+    pub(super) control_plane: KubeconfigRef,
+    pub(super) workload: Option<KubeconfigRef>,
 }
 
 /// A client for each of the instance's tenant clusters.
-struct TenantClients {
-    control_plane: Client,
-    workload: Option<Client>,
+pub(super) struct TenantClients {
+    pub(super) control_plane: Client,
+    pub(super) workload: Option<Client>,
 }
 
 /// Step: cluster access to every tenant cluster of the instance, or `None`
@@ -212,7 +213,11 @@ async fn obtain_one(
 }
 
 /// Step: a client for each granted cluster, the plugin's kinds checked on it.
-async fn connect(ctx: &Shared, key: &InstanceKey, kubeconfigs: &Kubeconfigs) -> Result<TenantClients, Error> {
+pub(super) async fn connect(
+    ctx: &Shared,
+    key: &InstanceKey,
+    kubeconfigs: &Kubeconfigs,
+) -> Result<TenantClients, Error> {
     let (clusters, memory) = (&ctx.clusters, &ctx.memory);
     let control_plane = client_for(clusters, memory, key, &kubeconfigs.control_plane, Cluster::ControlPlane).await?;
     check_kinds(&ctx.plugin, memory, key, Cluster::ControlPlane, &control_plane).await?;
@@ -226,10 +231,11 @@ async fn connect(ctx: &Shared, key: &InstanceKey, kubeconfigs: &Kubeconfigs) -> 
     Ok(TenantClients { control_plane, workload })
 }
 
-/// Step: the plugin's input (and what was read for it, which the copies
+/// Step: `plugin`'s input (and what was read for it, which the copies
 /// reuse).
-async fn observe(
+pub(super) async fn observe(
     ctx: &Shared,
+    plugin: &Loaded,
     raw: &Value,
     instance: &Instance,
     provider_config: &Value,
@@ -244,7 +250,7 @@ async fn observe(
         kubeconfigs.workload,
     );
     let stores = ctx.watches.stores();
-    let observer = ctx.plugin.observer(reach, &stores);
+    let observer = plugin.observer(reach, &stores);
     let mut fetched = gather::Fetched::default();
     let observed = gather::observe(&observer, &context, gather::Purpose::Plan, &mut fetched).await?;
     Ok((gather::input(raw, Some(provider_config), context, observed), fetched))

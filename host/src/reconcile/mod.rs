@@ -3,10 +3,12 @@
 //! ```text
 //! operation annotations ─▶ finalizer ─┬─▶ live:     access ─▶ gather ─▶ plan ─▶ apply ─▶ prune ─▶ status
 //!                                     └─▶ deletion: access ─▶ gather ─▶ cleanup plan ─▶ ordered delete ─▶ prune ─▶ revoke access
+//! preview (no writes):  granted access ─▶ gather ─▶ plan (current, candidate) ─▶ dry-run apply ─▶ compare
 //! ```
 //!
 //! [`reconcile`] is the controller's entry point; the two paths read as
-//! their steps in [`live`] and [`deletion`], how an instance reaches its
+//! their steps in [`live`] and [`deletion`], and a third that writes
+//! nothing, what a candidate component would change, in [`preview`]; how an instance reaches its
 //! clusters (for both) in [`reach`], what every reconcile shares in
 //! [`shared`] and what it remembers of each instance in [`memory`].
 //!
@@ -26,6 +28,7 @@ mod deletion;
 pub(crate) mod gather;
 mod live;
 pub mod memory;
+pub mod preview;
 mod reach;
 pub mod shared;
 pub(crate) mod status;

@@ -22,3 +22,4 @@ mod plan_fuzz;
 mod render;
 mod rotation;
 mod tenant_flood;
+mod upgrade;

@@ -368,6 +368,7 @@ impl Fixture {
             onboarding_timeout: WAIT,
             watch_namespace: Some(self.ns.clone()),
             unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
+            writes: Default::default(),
         }
     }
 

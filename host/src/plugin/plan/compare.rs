@@ -167,7 +167,8 @@ impl Differences {
             parts.push(format!("{before} → {after}"));
         }
         let counts = [("added", self.added.len()), ("removed", self.removed.len()), ("changed", self.changed.len())];
-        let objects: Vec<String> = counts.iter().filter(|(_, n)| *n > 0).map(|(what, n)| format!("{n} {what}")).collect();
+        let objects: Vec<String> =
+            counts.iter().filter(|(_, n)| *n > 0).map(|(what, n)| format!("{n} {what}")).collect();
         if !objects.is_empty() {
             parts.push(format!("objects: {}", objects.join(", ")));
         }
@@ -211,7 +212,8 @@ pub fn compare(first: &Answer, second: &Answer) -> Differences {
             Some(_) => {}
         }
     }
-    differences.removed = was.iter().filter(|(k, _)| !now.iter().any(|(n, _)| n == k)).map(|(k, _)| k.clone()).collect();
+    differences.removed =
+        was.iter().filter(|(k, _)| !now.iter().any(|(n, _)| n == k)).map(|(k, _)| k.clone()).collect();
     differences.status = status_change(&a.status, &b.status);
     differences
 }
@@ -263,7 +265,13 @@ mod tests {
     fn plan(manifests: Vec<Manifest>, phase: &str) -> Answer {
         Answer::Planned(CheckedPlan {
             manifests,
-            copies: vec![ObjectCopy::secret("pull", "kubernetes.io/dockerconfigjson", Cluster::Platform, "mcp--t", "c")],
+            copies: vec![ObjectCopy::secret(
+                "pull",
+                "kubernetes.io/dockerconfigjson",
+                Cluster::Platform,
+                "mcp--t",
+                "c",
+            )],
             status: ServiceStatus { phase: phase.into(), conditions: Vec::new(), resources: None },
             requeue_after_seconds: 0,
         })
@@ -278,15 +286,20 @@ mod tests {
 
     #[test]
     fn objects_added_removed_and_changed_are_named_with_their_fields() {
-        let a = plan(vec![manifest("a", json!({"url": "oci://x", "ref": {"tag": "1"}})), manifest("b", json!({}))], "Ready");
-        let b = plan(vec![manifest("a", json!({"url": "oci://y", "ref": {}})), manifest("c", json!({}))], "Progressing");
+        let a = plan(
+            vec![manifest("a", json!({"url": "oci://x", "ref": {"tag": "1"}})), manifest("b", json!({}))],
+            "Ready",
+        );
+        let b =
+            plan(vec![manifest("a", json!({"url": "oci://y", "ref": {}})), manifest("c", json!({}))], "Progressing");
         let d = compare(&a, &b);
         assert_eq!(d.added.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["c"]);
         assert_eq!(d.removed.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["b"]);
         assert_eq!(d.changed.len(), 1);
         let fields = &d.changed[0].fields;
         let tag = FieldChange { path: "/spec/ref/tag".into(), before: Some(json!("1")), after: None };
-        let url = FieldChange { path: "/spec/url".into(), before: Some(json!("oci://x")), after: Some(json!("oci://y")) };
+        let url =
+            FieldChange { path: "/spec/url".into(), before: Some(json!("oci://x")), after: Some(json!("oci://y")) };
         assert!(fields.contains(&tag) && fields.contains(&url) && fields.len() == 2, "{fields:?}");
         assert_eq!(d.summary(), "objects: 1 added, 1 removed, 1 changed; phase Ready → Progressing");
     }

@@ -25,7 +25,7 @@ use service_provider_sdk::names;
 
 use crate::syntax;
 
-pub use onboarding::request_onboarding_access;
+pub use onboarding::{granted_onboarding_access, request_onboarding_access};
 pub use requests::{
     Ensured, delete_access_request, delete_cluster_request, ensure_access_request, ensure_cluster_request,
     get_access_request,

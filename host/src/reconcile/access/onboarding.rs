@@ -13,6 +13,30 @@ use service_provider_sdk::names;
 use super::{Answer, GROUP, LABEL_MANAGED_BY, access_request_resource, answer, cluster_request_resource, rules_json};
 use crate::error::{AccessFailure, Error};
 
+/// The onboarding access `run` was granted (AccessRequest
+/// `<controller>--<local_name>` in the pod namespace), read only: what a
+/// preview uses instead of requesting access of its own.
+pub async fn granted_onboarding_access(
+    platform: &Client,
+    pod_namespace: &str,
+    controller: &str,
+    local_name: &str,
+) -> Result<KubeconfigRef, Error> {
+    let name =
+        names::shorten(&format!("{}--{}", controller.to_lowercase(), local_name.to_lowercase()), names::MAX_NAME_LEN);
+    let api: Api<DynamicObject> = Api::namespaced_with(platform.clone(), pod_namespace, &access_request_resource());
+    let place = format!("AccessRequest {pod_namespace}/{name}");
+    let live = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?;
+    match live.as_ref().map(answer) {
+        Some(Answer::Granted(at)) if !at.name.is_empty() => Ok(at),
+        _ => Err(AccessFailure::NotGranted {
+            what: format!("the onboarding access of `run` ({place})"),
+            hint: "start the provider first, or give --onboarding-kubeconfig".into(),
+        }
+        .into()),
+    }
+}
+
 /// Onboarding access at start-up: the ClusterRequest and AccessRequest
 /// `<controller>--<local_name>` in the pod namespace; waits for both to be
 /// granted and returns the kubeconfig Secret reference.

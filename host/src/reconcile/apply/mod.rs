@@ -15,6 +15,7 @@
 
 pub mod copy;
 pub(crate) mod crds;
+pub mod dry_run;
 pub mod prune;
 mod retire;
 

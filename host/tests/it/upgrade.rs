@@ -1,0 +1,203 @@
+//! Plugin upgrades on real API servers: the fleet preview (`diff`) of the
+//! next Kro version (`tests/plugins/kro-next`) names exactly the changes
+//! that fixture makes, per instance, and writes nothing anywhere.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use host_test_support::plugins::{self, KRO_NEXT, planner};
+use host_test_support::*;
+use kube::Api;
+use kube::api::{DynamicObject, ListParams};
+use serde_json::{Value, json};
+use service_provider_host::clusters::{self, Writes};
+use service_provider_host::controller::preview::{self, FleetPreview, PreviewOptions};
+use service_provider_host::metrics::Metrics;
+use service_provider_host::plugin::sandbox::Limits;
+use service_provider_host::reconcile::preview::{Action, Verdict};
+use service_provider_sdk::contract::Cluster;
+
+/// Instances previewed; every tenth is of the version the next plugin's
+/// plans are refused for.
+const INSTANCES: usize = 50;
+
+fn version_of(i: usize) -> &'static str {
+    if i.is_multiple_of(10) { "v0.8.0" } else { "v0.9.1" }
+}
+
+/// Every object of every tenant namespace and every service object, with
+/// its resourceVersion: what a write anywhere would change.
+async fn versions(f: &Fixture, names: &[String]) -> BTreeSet<(String, String)> {
+    let mut seen = BTreeSet::new();
+    let mut add = |list: Vec<DynamicObject>| {
+        for o in list {
+            let what = format!(
+                "{} {}/{}",
+                o.types.map(|t| t.kind).unwrap_or_default(),
+                o.metadata.namespace.unwrap_or_default(),
+                o.metadata.name.unwrap_or_default()
+            );
+            seen.insert((what, o.metadata.resource_version.unwrap_or_default()));
+        }
+    };
+    add(f.kroes().list(&ListParams::default()).await.unwrap().items);
+    for name in names {
+        for kind in ["OCIRepository", "HelmRelease"] {
+            add(f.flux_objects(kind, name).list(&ListParams::default()).await.unwrap().items);
+        }
+        add(f.access_requests(name).list(&ListParams::default()).await.unwrap().items);
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(f.control_plane.clone());
+    for ns in namespaces.list(&ListParams::default()).await.unwrap().items {
+        seen.insert((
+            format!("Namespace {}", ns.metadata.name.unwrap_or_default()),
+            ns.metadata.resource_version.unwrap_or_default(),
+        ));
+    }
+    seen
+}
+
+/// The preview, in process, with clients that refuse writes and count
+/// their requests in `metrics`.
+async fn fleet_preview(f: &Fixture, next: bool, metrics: &std::sync::Arc<Metrics>) -> FleetPreview {
+    let onboarding = std::env::temp_dir().join(format!("{}.kubeconfig", unique("onboarding")));
+    std::fs::write(&onboarding, f.env.onboarding.kubeconfig_yaml()).unwrap();
+    let settings =
+        service_provider_host::controller::Settings { onboarding_kubeconfig: Some(onboarding), ..f.settings() };
+    let platform = clusters::client_from_kubeconfig_with(
+        f.env.platform.kubeconfig_yaml(),
+        Cluster::Platform,
+        metrics,
+        Writes::Refused,
+    )
+    .await
+    .unwrap();
+    let candidate = match next {
+        true => planner(plugins::load(KRO_NEXT, Limits::default())),
+        false => planner(plugin()),
+    };
+    let options = PreviewOptions { selector: None, concurrency: preview::CONCURRENCY, candidate_provider_config: None };
+    preview::preview(planner(plugin()), candidate, &settings, platform, metrics.clone(), &options, |_, _| {})
+        .await
+        .expect("the preview")
+}
+
+fn names(keys: impl IntoIterator<Item = (Action, String)>) -> Vec<(Action, String)> {
+    let mut keys: Vec<_> = keys.into_iter().collect();
+    keys.sort_by(|a, b| a.1.cmp(&b.1));
+    keys
+}
+
+#[tokio::test]
+async fn a_fleet_preview_names_exactly_what_the_next_version_changes_and_writes_nothing() {
+    let names_: Vec<String> = (0..INSTANCES).map(|i| format!("up-{i:02}")).collect();
+    let mut f = Fixture::new(Options { instances: names_.clone(), flux_ready: true, workload: false }).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1"), version("v0.8.0", "0.8.0")])).await;
+    f.start_operator().await;
+    for (i, name) in names_.iter().enumerate() {
+        f.create_kro(name, version_of(i)).await;
+    }
+    for name in &names_ {
+        f.wait_ready(name).await;
+    }
+    f.stop_operator().await;
+    let before = versions(&f, &names_).await;
+
+    // The same plugin: nothing to report, not even noise of the API server.
+    let metrics = Metrics::new();
+    let same = fleet_preview(&f, false, &metrics).await;
+    assert!(!same.changes(), "{}", preview::text(&same));
+    assert_eq!(same.counts.unchanged, INSTANCES, "{}", preview::text(&same));
+
+    // The next version: exactly the fixture's changes.
+    let metrics = Metrics::new();
+    let started = Instant::now();
+    let next = fleet_preview(&f, true, &metrics).await;
+    println!("previewed {INSTANCES} instances in {:?}\n{}", started.elapsed(), preview::text(&next));
+    assert!(next.changes());
+    assert_eq!((next.counts.changed, next.counts.newly_refused), (45, 5), "{}", preview::text(&next));
+    let rule = r#"ControlPlane token rule [""] ["configmaps"] ["get", "list"]"#;
+    assert!(next.grant.more.iter().any(|m| m == rule), "{:?}", next.grant);
+    assert!(next.grant.more.iter().any(|m| m.contains("named kro-oci-repository, kro-chart")), "{:?}", next.grant);
+    assert!(next.grant.ungranted.is_empty(), "{:?}", next.grant);
+    for (i, name) in names_.iter().enumerate() {
+        let instance = format!("{}/{name}", f.ns);
+        let p = next.instances.iter().find(|p| p.instance == instance).expect("every instance previewed");
+        assert_eq!(p.token_rules.added, [rule], "{instance}");
+        assert!(p.token_rules.removed.is_empty(), "{instance}");
+        assert!(p.copies_added.is_empty() && p.copies_removed.is_empty(), "{instance}");
+        if version_of(i) == "v0.8.0" {
+            assert_eq!(p.verdict, Verdict::NewlyRefused, "{instance}: {p:#?}");
+            let refusal = p.candidate.as_deref().unwrap_or_default();
+            assert!(refusal.starts_with("refused: ") && refusal.contains("/spec/interval"), "{refusal}");
+            assert!(p.objects.is_empty(), "a refused plan changes nothing: {p:#?}");
+            continue;
+        }
+        assert_eq!(p.verdict, Verdict::Changed, "{instance}: {p:#?}");
+        let objects = names(p.objects.iter().map(|o| (o.action, format!("{} {}", o.object.kind, o.object.name))));
+        assert_eq!(
+            objects,
+            [
+                (Action::Update, "HelmRelease kro-helm-release".to_string()),
+                (Action::Create, "OCIRepository kro-chart".to_string()),
+                (Action::Prune, "OCIRepository kro-oci-repository".to_string()),
+            ],
+            "{instance}: {p:#?}"
+        );
+        let release = p.objects.iter().find(|o| o.object.kind == "HelmRelease").unwrap();
+        let fields: Vec<(&str, Option<&Value>, Option<&Value>)> =
+            release.fields.iter().map(|c| (c.path.as_str(), c.before.as_ref(), c.after.as_ref())).collect();
+        assert_eq!(
+            fields,
+            [
+                ("/spec/chartRef/name", Some(&json!("kro-oci-repository")), Some(&json!("kro-chart"))),
+                ("/spec/values", None, Some(&json!({"next": true}))),
+            ],
+            "{instance}"
+        );
+        // Its status would be read from the renamed source, which Flux
+        // has not made yet.
+        let status = p.status.as_ref().expect("a status change");
+        assert_eq!(status.phase_before, "Ready", "{instance}");
+        assert_ne!(status.phase_after, "Ready", "{instance}");
+    }
+
+    // Nothing was written: no request but reads and dry runs, and every
+    // object as it was.
+    for cluster in ["platform", "onboarding", "control-plane"] {
+        assert_eq!(metrics.requests(cluster, &["POST", "PUT", "DELETE"]), 0, "{cluster}: {}", metrics.encode());
+    }
+    assert!(metrics.requests("platform", &["PATCH"]) >= 45 * 2, "the dry runs: {}", metrics.encode());
+
+    // The command: its exit code for CI, its JSON for scripts.
+    let (code, json) = diff_command(&f, plugins::KRO_NEXT);
+    assert_eq!(code, Some(2), "changes: {json:#}");
+    assert_eq!((json["counts"]["changed"].as_u64(), json["counts"]["newlyRefused"].as_u64()), (Some(45), Some(5)));
+    let (code, json) = diff_command(&f, plugins::KRO);
+    assert_eq!(code, Some(0), "no change: {json:#}");
+    assert_eq!(json["counts"]["unchanged"].as_u64(), Some(INSTANCES as u64));
+    assert_eq!(versions(&f, &names_).await, before, "an object changed");
+}
+
+/// `service-provider-host diff --exit-code -o json` with `candidate` against
+/// guest-kro: its exit code and report.
+fn diff_command(f: &Fixture, candidate: plugins::Component) -> (Option<i32>, Value) {
+    let dir = std::env::temp_dir().join(unique("diff"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (platform, onboarding) = (dir.join("platform.kubeconfig"), dir.join("onboarding.kubeconfig"));
+    std::fs::write(&platform, f.env.platform.kubeconfig_yaml()).unwrap();
+    std::fs::write(&onboarding, f.env.onboarding.kubeconfig_yaml()).unwrap();
+    let path = |c: plugins::Component| plugins::plugin_path(c).display().to_string();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .env("KUBECONFIG", &platform)
+        .env("POD_NAMESPACE", &f.pod_ns)
+        .args(["diff", "--provider-name", &f.provider, "--watch-namespace", &f.ns, "--exit-code", "-o", "json"])
+        .args(["--onboarding-kubeconfig", &onboarding.display().to_string()])
+        .args(["--plugin", &path(candidate), "--current-plugin", &path(plugins::KRO)])
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr)));
+    (output.status.code(), json)
+}
