@@ -17,6 +17,7 @@ use service_provider_host::metrics::Metrics;
 use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::{Limits, Sandbox};
 use service_provider_host::plugin::{load, oci};
+use service_provider_host::reconcile::rollout::Rollout;
 use service_provider_host::render::{self, Request};
 
 /// Where the container image puts the plugin.
@@ -248,6 +249,16 @@ struct RunArgs {
     /// Run only while holding the leader lease (for more than one replica).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     leader_elect: bool,
+    /// A shadow plugin (a file or an oci:// reference, e.g. the next version
+    /// of --plugin): on every reconcile it plans with the same input;
+    /// nothing of its plans is applied, and where they differ the host
+    /// counts it, logs it and records an Event on the service object.
+    #[arg(long, env = "SHADOW_PLUGIN")]
+    shadow_plugin: Option<String>,
+    /// The shadow plugin's grant; defaults to --plugin-grant. What it asks
+    /// for beyond it is dropped (a shadow never acts).
+    #[arg(long, env = "SHADOW_PLUGIN_GRANT")]
+    shadow_plugin_grant: Option<PathBuf>,
     /// Accepted for compatibility with openmcp's deployment; metrics are
     /// served over plain HTTP (put TLS in front if needed).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
@@ -473,9 +484,17 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 health: server::bind_address(&args.health_probe_bind_address)?,
             };
             let plugin = args.provider.plugin.load().await?;
+            let shadow = match &args.shadow_plugin {
+                Some(shadow) => {
+                    let grant = args.shadow_plugin_grant.as_deref();
+                    Some(args.provider.plugin.load_with(load::Ungranted::Drop, Some(shadow), grant).await?)
+                }
+                None => None,
+            };
+            let plugins = controller::Plugins { plugin, rollout: Rollout { shadow } };
             let metrics = Metrics::new();
             let platform = clusters::platform_client(&metrics).await?;
-            controller::run(plugin, &settings, endpoints, args.leader_elect, platform, metrics).await?;
+            controller::run(plugins, &settings, endpoints, args.leader_elect, platform, metrics).await?;
         }
         Command::Render(args) => {
             let plugin = args.plugin.load().await?;

@@ -63,8 +63,15 @@ pub struct ClusterLabels {
     pub cluster: &'static str,
 }
 
+/// A plugin component, by its digest (`sha256:<hex>`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DigestLabels {
+    pub digest: String,
+}
+
 pub struct Metrics {
     registry: Registry,
+    shadow_differences: Family<DigestLabels, Counter>,
     limited: Family<LimitLabels, Counter>,
     written_bytes: Family<ClusterLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
@@ -122,8 +129,15 @@ impl Metrics {
             "Objects taken over from another field manager (--adopt-from)",
             adopted.clone(),
         );
+        let shadow_differences = Family::<DigestLabels, Counter>::default();
+        registry.register(
+            "shadow_differences",
+            "Times an instance's shadow plugin (--shadow-plugin) answered differently from the plugin, or anew differently, by the shadow's digest",
+            shadow_differences.clone(),
+        );
         Arc::new(Metrics {
             registry,
+            shadow_differences,
             limited,
             written_bytes,
             requests,
@@ -201,6 +215,16 @@ impl Metrics {
     /// Bytes written for an instance to `cluster` (a cluster's label).
     pub fn written(&self, cluster: &'static str, bytes: usize) {
         self.written_bytes.get_or_create(&ClusterLabels { cluster }).inc_by(bytes as u64);
+    }
+
+    /// An instance's shadow answered differently (or anew differently).
+    pub fn shadow_differed(&self, digest: &str) {
+        self.shadow_differences.get_or_create(&DigestLabels { digest: digest.to_string() }).inc();
+    }
+
+    /// Times so far a shadow of `digest` answered differently.
+    pub fn shadow_differences(&self, digest: &str) -> u64 {
+        self.shadow_differences.get_or_create(&DigestLabels { digest: digest.to_string() }).get()
     }
 
     /// One object taken over (`--adopt-from`).

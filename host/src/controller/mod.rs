@@ -31,6 +31,7 @@ use crate::metrics::Metrics;
 use crate::plugin::plan::Planner;
 use crate::reconcile::access;
 use crate::reconcile::memory::Memory;
+use crate::reconcile::rollout::Rollout;
 use crate::reconcile::shared::{Clusters, Identity, Loaded, Shared, Watches};
 use crate::reconcile::status::StatusWriter;
 use crate::stores::blockers::Blockers;
@@ -278,9 +279,24 @@ impl Reached {
     }
 }
 
+/// The components a host runs: the plugin, and those beside it while an
+/// upgrade of it is rolled out.
+#[derive(Clone)]
+pub struct Plugins {
+    pub plugin: Planner,
+    pub rollout: Rollout,
+}
+
+impl From<Planner> for Plugins {
+    fn from(plugin: Planner) -> Self {
+        Plugins { plugin, rollout: Rollout::default() }
+    }
+}
+
 /// What every reconcile shares, from the settings and what `run` reached:
 /// the one place it is assembled.
-pub fn shared(planner: Planner, settings: &Settings, reached: Reached, metrics: Arc<Metrics>) -> Shared {
+pub fn shared(plugins: impl Into<Plugins>, settings: &Settings, reached: Reached, metrics: Arc<Metrics>) -> Shared {
+    let Plugins { plugin: planner, rollout } = plugins.into();
     let Reached { platform, onboarding, onboarding_secret, platform_versions } = reached;
     let field_manager = settings.field_manager();
     let blockers = Blockers::new(planner.plugin.input_limit());
@@ -311,6 +327,7 @@ pub fn shared(planner: Planner, settings: &Settings, reached: Reached, metrics: 
         memory,
         watches: Watches::new(settings.watch_namespace.clone(), blockers),
         status,
+        rollout,
         metrics,
     }
 }

@@ -10,12 +10,11 @@ use service_provider_sdk::contract::Cluster;
 use tracing::{info, warn};
 
 use super::server::{self, Health};
-use super::{Endpoints, Reached, Settings, onboarding, probe, shared, watch};
+use super::{Endpoints, Plugins, Reached, Settings, onboarding, probe, shared, watch};
 use crate::clusters::kinds;
 use crate::clusters::onboarding::Onboarding;
 use crate::error::Leadership;
 use crate::metrics::Metrics;
-use crate::plugin::plan::Planner;
 use crate::{Error, resource};
 
 async fn shutdown_signal() {
@@ -67,14 +66,18 @@ enum Stop {
 /// controller is stopped (running reconciles finish) and started again
 /// with a client built from the new credentials.
 pub async fn run(
-    planner: Planner,
+    plugins: Plugins,
     settings: &Settings,
     endpoints: Endpoints,
     leader_elect: bool,
     platform: Client,
     metrics: Arc<Metrics>,
 ) -> Result<(), Error> {
+    let planner = &plugins.plugin;
     info!(provider = %settings.provider_name, environment = %settings.environment, plugin = %planner.descriptor().name, "starting");
+    if let Some(shadow) = &plugins.rollout.shadow {
+        info!(shadow = %shadow.plugin.digest(), "a shadow plugin plans along; nothing of its plans is applied");
+    }
     let health = Health::new();
     serve(&endpoints, &metrics, &health);
     let (shutdown_tx, mut shutdown) = tokio::sync::watch::channel(false);
@@ -124,7 +127,7 @@ pub async fn run(
             onboarding_secret: onboarding.secret().map(|s| s.name.clone()),
             platform_versions: platform_versions.clone(),
         };
-        let ctx = shared(planner.clone(), settings, reached, metrics.clone());
+        let ctx = shared(plugins.clone(), settings, reached, metrics.clone());
         let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
         let synced = health.clone();
         let controller = watch::run_until(

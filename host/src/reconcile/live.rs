@@ -17,6 +17,7 @@ use super::budget::{self, Budgets};
 use super::gather;
 use super::memory::Memo;
 use super::reach::{Obtained, check_kinds, client_for, instance_access, obtain};
+use super::rollout;
 use super::shared::Loaded;
 use super::status::{self, StatusWriter};
 use super::{DEFAULT_POLL, InstanceKey, Outcome, Shared, WAIT, key_of, timed};
@@ -76,7 +77,10 @@ async fn apply_with_config(
         workload: clients.workload.as_ref(),
     };
     let (input, fetched) = observe(ctx, &ctx.plugin, raw, instance, provider_config, kubeconfigs, &reach).await?;
-    let plan = match timed(&ctx.metrics, plan::PluginCall::Plan, plan::reconcile(&ctx.plugin.planner, &input)).await? {
+    let planned = timed(&ctx.metrics, plan::PluginCall::Plan, plan::reconcile(&ctx.plugin.planner, &input)).await;
+    let recorders = rollout::Recorders { status: &ctx.status, memory: &ctx.memory, metrics: &ctx.metrics };
+    rollout::shadow(&ctx.rollout, &recorders, object, &key, &input, &planned).await;
+    let plan = match planned? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
             let wrote =

@@ -48,6 +48,9 @@ struct Entry {
     unanswered: HashMap<Cluster, Instant>,
     /// What was last found up to date outside the watches.
     verified: Verified,
+    /// A digest of how the shadow plugin's last answer differed (`None`:
+    /// it agreed).
+    shadow: Option<u64>,
 }
 
 /// What an instance's memo holds: what was found up to date outside the
@@ -179,6 +182,18 @@ impl Memory {
     /// Records that a cluster of an instance answered.
     pub fn answered(&self, key: &InstanceKey, cluster: Cluster) {
         self.change(key, |m| m.unanswered.remove(&cluster));
+    }
+
+    /// Records how the shadow's answer differs now (a digest of the
+    /// differences, `None` when it agrees); whether that is a difference
+    /// not recorded just before (one Event and count per change, not per
+    /// reconcile).
+    pub fn shadow_differs_anew(&self, key: &InstanceKey, differences: Option<u64>) -> bool {
+        self.change(key, |m| {
+            let anew = differences.is_some() && m.shadow != differences;
+            m.shadow = differences;
+            anew
+        })
     }
 
     /// Forgets an instance (it is gone): all it remembered and its write

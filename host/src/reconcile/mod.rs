@@ -16,7 +16,8 @@
 //! into the paths that call them (checked by `tests/architecture.rs`):
 //! [`access`] (openmcp ClusterRequests and AccessRequests), [`gather`] (the
 //! plugin's inputs), [`apply`] (server-side apply, copies, pruning and the
-//! CRD installer), [`status`] (the status and Events), with [`budget`]
+//! CRD installer), [`status`] (the status and Events), [`rollout`] (a
+//! shadow plugin planning along), with [`budget`]
 //! (what the host may write for one instance) beside them. Whose objects
 //! may be taken over is [`crate::adopt`]'s, on the ground floor: the
 //! host's error wraps its refusals.
@@ -30,6 +31,7 @@ mod live;
 pub mod memory;
 pub mod preview;
 mod reach;
+pub mod rollout;
 pub mod shared;
 pub(crate) mod status;
 

@@ -11,6 +11,7 @@
 //! | [`Shared::memory`] | what the host remembers of each instance |
 //! | [`Shared::watches`] | the watches' stores, what blocks deletions |
 //! | [`Shared::status`] | the status and Events writer |
+//! | [`Shared::rollout`] | the components beside the plugin during an upgrade (a shadow) |
 //! | [`Shared::metrics`] | the host's metrics |
 //!
 //! `controller::shared` builds it, once per controller start.
@@ -25,6 +26,7 @@ use service_provider_sdk::contract::Descriptor;
 
 use super::gather;
 use super::memory::Memory;
+use super::rollout::Rollout;
 use super::status::StatusWriter;
 use crate::adopt::Adoption;
 use crate::clusters::ClientCache;
@@ -43,6 +45,7 @@ pub struct Shared {
     pub(crate) memory: Memory,
     pub(crate) watches: Watches,
     pub(crate) status: StatusWriter,
+    pub(crate) rollout: Rollout,
     pub(crate) metrics: Arc<Metrics>,
 }
 

@@ -466,6 +466,12 @@ impl StatusWriter {
         self.publish(object, EventType::Normal, reason.into(), note, "Adopt").await;
     }
 
+    /// Records what another component (a shadow, a canary) says of the
+    /// instance: `ShadowDiffers`, `CanaryHalted`.
+    pub async fn rollout(&self, object: &DynamicObject, reason: &str, note: &str) {
+        self.publish(object, EventType::Normal, reason.into(), note, "Rollout").await;
+    }
+
     /// Events are best effort: the status carries the same message.
     async fn publish(&self, object: &DynamicObject, type_: EventType, reason: String, note: &str, action: &str) {
         let note = Some(truncate(&syntax::flat(note), MAX_NOTE));

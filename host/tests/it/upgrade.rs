@@ -1,6 +1,7 @@
-//! Plugin upgrades on real API servers: the fleet preview (`diff`) of the
-//! next Kro version (`tests/plugins/kro-next`) names exactly the changes
-//! that fixture makes, per instance, and writes nothing anywhere.
+//! Plugin upgrades on real API servers, with the next Kro version
+//! (`tests/plugins/kro-next`): the fleet preview (`diff`) names exactly the
+//! changes that fixture makes, per instance, and writes nothing anywhere;
+//! a shadow of it records where it differs and acts on nothing.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -11,10 +12,12 @@ use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 use service_provider_host::clusters::{self, Writes};
+use service_provider_host::controller::Plugins;
 use service_provider_host::controller::preview::{self, FleetPreview, PreviewOptions};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::plugin::sandbox::Limits;
 use service_provider_host::reconcile::preview::{Action, Verdict};
+use service_provider_host::reconcile::rollout::Rollout;
 use service_provider_sdk::contract::Cluster;
 
 /// Instances previewed; every tenth is of the version the next plugin's
@@ -200,4 +203,72 @@ fn diff_command(f: &Fixture, candidate: plugins::Component) -> (Option<i32>, Val
     let json = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&output.stderr)));
     (output.status.code(), json)
+}
+
+/// A shadow of the next version on 20 instances: it plans along, nothing of
+/// its plans exists anywhere, and the difference counter and the
+/// `ShadowDiffers` Events name exactly the instances where it answers
+/// differently (those of the versions it changes, not those it agrees on).
+#[tokio::test]
+async fn a_shadow_plugin_records_its_differences_and_acts_on_nothing() {
+    let names_: Vec<String> = (0..20).map(|i| format!("sh-{i:02}")).collect();
+    // Half agree (v0.9.0), eight differ in objects (v0.9.1), two in a refusal (v0.8.0).
+    let version = |i: usize| match i {
+        0..10 => "v0.9.0",
+        10..18 => "v0.9.1",
+        _ => "v0.8.0",
+    };
+    let mut f = Fixture::new(Options { instances: names_.clone(), flux_ready: true, workload: false }).await;
+    let versions_ = json!([version_entry("v0.9.0"), version_entry("v0.9.1"), version_entry("v0.8.0")]);
+    f.provider_config(versions_).await;
+    let shadow = planner(plugins::load(KRO_NEXT, Limits::default()));
+    let digest = shadow.plugin.digest().to_string();
+    let rollout = Rollout { shadow: Some(shadow) };
+    let ctx = f.context_for(Plugins { plugin: planner(plugin()), rollout }, |_| {}).await;
+    f.start_operator_on(std::sync::Arc::new(ctx));
+    for (i, name) in names_.iter().enumerate() {
+        f.create_kro(name, version(i)).await;
+    }
+    for name in &names_ {
+        f.wait_ready(name).await;
+    }
+    let differing: Vec<&String> = names_.iter().skip(10).collect();
+    for name in &differing {
+        f.wait_event(name, "Normal", "ShadowDiffers").await;
+    }
+    // A few more rounds: the same differences are not counted again.
+    for name in &names_ {
+        f.patch_kro(name, json!({"metadata": {"annotations": {"openmcp.cloud/operation": "reconcile"}}})).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(f.metrics.shadow_differences(&digest), differing.len() as u64, "{}", f.metrics.encode());
+    for name in &names_ {
+        let events: Vec<_> =
+            f.events(name).await.into_iter().filter(|e| e.reason.as_deref() == Some("ShadowDiffers")).collect();
+        let expected = usize::from(differing.contains(&name));
+        assert_eq!(events.len(), expected, "{name}: {events:?}");
+        if let Some(event) = events.first() {
+            let note = event.note.clone().unwrap_or_default();
+            assert!(note.contains(&digest), "{note}");
+            let refused = name.as_str() >= "sh-18";
+            let said = if refused { "planned → refused:" } else { "objects: 1 added, 1 removed, 1 changed" };
+            assert!(note.contains(said), "{name}: {note}");
+        }
+        // Nothing of the shadow's plans exists.
+        let sources = f.flux_objects("OCIRepository", name).list(&ListParams::default()).await.unwrap().items;
+        let sources: Vec<String> = sources.into_iter().filter_map(|o| o.metadata.name).collect();
+        assert_eq!(sources, ["kro-oci-repository"], "{name}");
+        let release = f.flux_objects("HelmRelease", name).get("kro-helm-release").await.unwrap();
+        assert!(release.data["spec"].get("values").is_none(), "{name}: {:#}", release.data["spec"]);
+        for request in f.access_requests(name).list(&ListParams::default()).await.unwrap().items {
+            let rules = request.data.pointer("/spec/token/permissions/0/rules").cloned().unwrap_or_default();
+            assert!(!rules.to_string().contains(r#"["get","list"]"#), "{name}: the shadow's token rule: {rules}");
+        }
+    }
+    f.stop_operator().await;
+}
+
+fn version_entry(version: &str) -> Value {
+    let chart = version.trim_start_matches('v');
+    json!({"version": version, "chartVersion": chart})
 }

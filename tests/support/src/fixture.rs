@@ -20,7 +20,6 @@ use serde_json::{Value, json};
 use service_provider_host::clusters;
 use service_provider_host::controller::{self, Settings};
 use service_provider_host::metrics::Metrics;
-use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::Plugin;
 use service_provider_host::reconcile::Shared;
 use service_provider_sdk::{contract, names};
@@ -392,8 +391,13 @@ impl Fixture {
     }
 
     /// Like [`Self::context_tuned`], with a plugin granted as `planner` says
-    /// (e.g. under a narrower grant than the built-in one).
-    pub async fn context_for(&self, planner: Planner, tune: impl FnOnce(&mut Settings)) -> Shared {
+    /// (e.g. under a narrower grant than the built-in one), or with the
+    /// components beside it during an upgrade ([`controller::Plugins`]).
+    pub async fn context_for(
+        &self,
+        plugins: impl Into<controller::Plugins>,
+        tune: impl FnOnce(&mut Settings),
+    ) -> Shared {
         let counted = |cluster: &Cluster, which| {
             let metrics = self.metrics.clone();
             let yaml = cluster.kubeconfig_yaml().to_string();
@@ -403,7 +407,7 @@ impl Fixture {
         let onboarding = counted(&self.env.onboarding, contract::Cluster::Onboarding).await;
         let mut settings = self.settings();
         tune(&mut settings);
-        controller::shared(planner, &settings, controller::Reached::new(platform, onboarding), self.metrics.clone())
+        controller::shared(plugins, &settings, controller::Reached::new(platform, onboarding), self.metrics.clone())
     }
 
     /// Runs the controller until [`Self::stop_operator`] (or the test ends).

@@ -35,6 +35,16 @@ impl Answer {
         }
     }
 
+    /// Like [`Answer::of`], for a result the caller keeps.
+    pub fn of_ref(result: &Result<Result<CheckedPlan, PlanError>, Error>) -> Answer {
+        match result {
+            Ok(Ok(plan)) => Answer::Planned(plan.clone()),
+            Ok(Err(PlanError::InvalidInput(i))) => Answer::InvalidInput(i.message.clone()),
+            Ok(Err(PlanError::Transient(message))) => Answer::Transient(message.clone()),
+            Err(e) => Answer::Refused(crate::syntax::flat(&chain(e))),
+        }
+    }
+
     /// The plan, if there is one.
     pub fn plan(&self) -> Option<&CheckedPlan> {
         match self {

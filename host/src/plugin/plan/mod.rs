@@ -32,6 +32,8 @@ use crate::syntax::group_of;
 pub enum PluginCall {
     Plan,
     Cleanup,
+    /// The shadow plugin's plan (`--shadow-plugin`): its cost on top.
+    ShadowPlan,
 }
 
 impl LabelValue for PluginCall {
@@ -39,6 +41,7 @@ impl LabelValue for PluginCall {
         match self {
             PluginCall::Plan => "plan",
             PluginCall::Cleanup => "cleanup",
+            PluginCall::ShadowPlan => "shadow-plan",
         }
     }
 }

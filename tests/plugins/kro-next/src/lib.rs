@@ -9,7 +9,9 @@
 //! - the ControlPlane token asks for one more rule ([`EXTRA_RULE`]), which
 //!   the built-in grant covers;
 //! - for instances of version [`REFUSED_VERSION`], the source's interval is
-//!   `5s`, which the built-in grant refuses (at least 30s).
+//!   `5s`, which the built-in grant refuses (at least 30s);
+//! - for instances of version [`AGREEING_VERSION`], its plan is guest-kro's
+//!   (asked with the same input, a shadow of it agrees there).
 //!
 //! Nothing else differs, so a preview, a shadow or a canary of it must
 //! report exactly these.
@@ -22,6 +24,9 @@ use service_provider_sdk::contract::{CleanupPlan, Descriptor, Input, Plan, PlanE
 pub const CHART: &str = "kro-chart";
 /// The service version whose plans the built-in grant refuses.
 pub const REFUSED_VERSION: &str = "v0.8.0";
+
+/// The service version whose plans are guest-kro's, unchanged.
+pub const AGREEING_VERSION: &str = "v0.9.0";
 
 /// The token rule the next version adds.
 pub fn extra_rule() -> PolicyRule {
@@ -53,6 +58,9 @@ impl Provider for KroNext {
             .ok()
             .and_then(|o| o.pointer("/spec/version").and_then(Value::as_str).map(str::to_string))
             .unwrap_or_default();
+        if version == AGREEING_VERSION {
+            return Ok(plan);
+        }
         let refuse = version == REFUSED_VERSION;
         for object in &mut plan.objects {
             let Ok(mut manifest) = serde_json::from_str::<Value>(&object.manifest) else { continue };
