@@ -17,7 +17,7 @@ use service_provider_host::metrics::Metrics;
 use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::{Limits, Sandbox};
 use service_provider_host::plugin::{load, oci};
-use service_provider_host::reconcile::rollout::Rollout;
+use service_provider_host::reconcile::rollout::Cohort;
 use service_provider_host::render::{self, Request};
 
 /// Where the container image puts the plugin.
@@ -259,6 +259,29 @@ struct RunArgs {
     /// for beyond it is dropped (a shadow never acts).
     #[arg(long, env = "SHADOW_PLUGIN_GRANT")]
     shadow_plugin_grant: Option<PathBuf>,
+    /// A canary plugin (a file or an oci:// reference: the next version of
+    /// --plugin) that reconciles the instances of its cohort
+    /// (--canary-selector or --canary-percent) while --plugin reconciles
+    /// the rest. Promote it by making it --plugin.
+    #[arg(long, env = "PLUGIN_CANARY", requires = "cohort")]
+    plugin_canary: Option<String>,
+    /// The canary's grant; defaults to --plugin-grant. A canary that asks
+    /// for more than it gives is refused at start.
+    #[arg(long, env = "PLUGIN_CANARY_GRANT", requires = "plugin_canary")]
+    plugin_canary_grant: Option<PathBuf>,
+    /// The canary's cohort: the service objects this label selector
+    /// matches (e.g. `rollout=canary`, `tier in (dev,test)`).
+    #[arg(long, env = "CANARY_SELECTOR", group = "cohort", requires = "plugin_canary")]
+    canary_selector: Option<String>,
+    /// The canary's cohort: this share of instances, by a stable hash of
+    /// their namespace and name (the same instances on every start).
+    #[arg(long, env = "CANARY_PERCENT", group = "cohort", requires = "plugin_canary", value_parser = clap::value_parser!(u8).range(0..=100))]
+    canary_percent: Option<u8>,
+    /// How many instances of the cohort may fail by the canary (a plugin
+    /// error or timeout, a refused plan); one more halts it, and the cohort
+    /// is reconciled with --plugin again.
+    #[arg(long, env = "CANARY_MAX_FAILURES", default_value_t = 0)]
+    canary_max_failures: usize,
     /// Accepted for compatibility with openmcp's deployment; metrics are
     /// served over plain HTTP (put TLS in front if needed).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
@@ -491,7 +514,22 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 }
                 None => None,
             };
-            let plugins = controller::Plugins { plugin, rollout: Rollout { shadow } };
+            let canary = match &args.plugin_canary {
+                Some(canary) => {
+                    let grant = args.plugin_canary_grant.as_deref();
+                    let ungranted = load::Ungranted::Refuse;
+                    let planner = args.provider.plugin.load_with(ungranted, Some(canary), grant).await?;
+                    let cohort = match (&args.canary_selector, args.canary_percent) {
+                        (Some(selector), _) => Cohort::selector(selector)
+                            .map_err(|why| anyhow::anyhow!("--canary-selector {selector:?}: {why}"))?,
+                        (None, Some(percent)) => Cohort::Percent(percent),
+                        (None, None) => anyhow::bail!("--plugin-canary needs --canary-selector or --canary-percent"),
+                    };
+                    Some(controller::CanaryPlugin { planner, cohort, allowed_failures: args.canary_max_failures })
+                }
+                None => None,
+            };
+            let plugins = controller::Plugins { plugin, shadow, canary };
             let metrics = Metrics::new();
             let platform = clusters::platform_client(&metrics).await?;
             controller::run(plugins, &settings, endpoints, args.leader_elect, platform, metrics).await?;

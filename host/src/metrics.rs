@@ -72,6 +72,7 @@ pub struct DigestLabels {
 pub struct Metrics {
     registry: Registry,
     shadow_differences: Family<DigestLabels, Counter>,
+    canary_halted: Family<DigestLabels, Gauge>,
     limited: Family<LimitLabels, Counter>,
     written_bytes: Family<ClusterLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
@@ -135,9 +136,16 @@ impl Metrics {
             "Times an instance's shadow plugin (--shadow-plugin) answered differently from the plugin, or anew differently, by the shadow's digest",
             shadow_differences.clone(),
         );
+        let canary_halted = Family::<DigestLabels, Gauge>::default();
+        registry.register(
+            "canary_halted",
+            "1 once the canary plugin (--plugin-canary) of this digest was halted: its cohort is reconciled with the plugin",
+            canary_halted.clone(),
+        );
         Arc::new(Metrics {
             registry,
             shadow_differences,
+            canary_halted,
             limited,
             written_bytes,
             requests,
@@ -225,6 +233,11 @@ impl Metrics {
     /// Times so far a shadow of `digest` answered differently.
     pub fn shadow_differences(&self, digest: &str) -> u64 {
         self.shadow_differences.get_or_create(&DigestLabels { digest: digest.to_string() }).get()
+    }
+
+    /// The canary of `digest` was halted.
+    pub fn canary_halted(&self, digest: &str) {
+        self.canary_halted.get_or_create(&DigestLabels { digest: digest.to_string() }).set(1);
     }
 
     /// One object taken over (`--adopt-from`).

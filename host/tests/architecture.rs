@@ -282,10 +282,17 @@ fn the_wings_point_one_way() {
 
 /// The rooms of `reconcile/` that are its paths, not its steps: the entry
 /// point, the live, the deletion and the preview path, how an instance reaches its
-/// clusters, and the whole they share (its parts, such as `memory`, may be
-/// handed to a step).
-const PATHS: &[&str] =
-    &["reconcile", "reconcile/live", "reconcile/deletion", "reconcile/preview", "reconcile/reach", "reconcile/shared"];
+/// clusters, which component reconciles it, and the whole they share (its
+/// parts, such as `memory`, may be handed to a step).
+const PATHS: &[&str] = &[
+    "reconcile",
+    "reconcile/live",
+    "reconcile/deletion",
+    "reconcile/preview",
+    "reconcile/reach",
+    "reconcile/rollout",
+    "reconcile/shared",
+];
 
 /// The steps of the reconcile (`reconcile/access`, `gather`, `apply`,
 /// `status`, and what they share) take named values from the paths and

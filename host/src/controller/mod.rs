@@ -31,7 +31,7 @@ use crate::metrics::Metrics;
 use crate::plugin::plan::Planner;
 use crate::reconcile::access;
 use crate::reconcile::memory::Memory;
-use crate::reconcile::rollout::Rollout;
+use crate::reconcile::rollout::{Canary, Cohort, Rollout};
 use crate::reconcile::shared::{Clusters, Identity, Loaded, Shared, Watches};
 use crate::reconcile::status::StatusWriter;
 use crate::stores::blockers::Blockers;
@@ -284,20 +284,54 @@ impl Reached {
 #[derive(Clone)]
 pub struct Plugins {
     pub plugin: Planner,
-    pub rollout: Rollout,
+    /// Plans along, never applied (`--shadow-plugin`).
+    pub shadow: Option<Planner>,
+    /// Reconciles a cohort (`--plugin-canary`).
+    pub canary: Option<CanaryPlugin>,
+}
+
+/// A canary: its component, its cohort, how many of the cohort may fail by
+/// it before it is halted.
+#[derive(Clone)]
+pub struct CanaryPlugin {
+    pub planner: Planner,
+    pub cohort: Cohort,
+    pub allowed_failures: usize,
 }
 
 impl From<Planner> for Plugins {
     fn from(plugin: Planner) -> Self {
-        Plugins { plugin, rollout: Rollout::default() }
+        Plugins { plugin, shadow: None, canary: None }
+    }
+}
+
+/// Why a canary cannot run beside the plugin: it is not the same plugin
+/// (another service kind, ProviderConfig kind, finalizer or CRDs).
+pub fn check_canary(plugin: &Planner, canary: &Planner) -> Result<(), Error> {
+    use crate::plugin::grant::Identity;
+    let (ours, theirs) = (Identity::of(plugin.descriptor()), Identity::of(canary.descriptor()));
+    match ours == theirs {
+        true => Ok(()),
+        false => Err(Error::Config {
+            what: format!(
+                "the canary plugin {} is not another version of plugin {}: its name, service kind, ProviderConfig \
+                 kind, finalizer or CRDs differ",
+                canary.plugin.digest(),
+                plugin.plugin.digest()
+            ),
+            source: None,
+        }),
     }
 }
 
 /// What every reconcile shares, from the settings and what `run` reached:
 /// the one place it is assembled.
 pub fn shared(plugins: impl Into<Plugins>, settings: &Settings, reached: Reached, metrics: Arc<Metrics>) -> Shared {
-    let Plugins { plugin: planner, rollout } = plugins.into();
+    let Plugins { plugin: planner, shadow, canary } = plugins.into();
     let Reached { platform, onboarding, onboarding_secret, platform_versions } = reached;
+    let canary =
+        canary.map(|c| Canary::new(Loaded::new(c.planner, platform_versions.clone()), c.cohort, c.allowed_failures));
+    let rollout = Rollout { shadow, canary };
     let field_manager = settings.field_manager();
     let blockers = Blockers::new(planner.plugin.input_limit());
     let plugin = Loaded::new(planner, platform_versions);

@@ -75,7 +75,7 @@ pub async fn run(
 ) -> Result<(), Error> {
     let planner = &plugins.plugin;
     info!(provider = %settings.provider_name, environment = %settings.environment, plugin = %planner.descriptor().name, "starting");
-    if let Some(shadow) = &plugins.rollout.shadow {
+    if let Some(shadow) = &plugins.shadow {
         info!(shadow = %shadow.plugin.digest(), "a shadow plugin plans along; nothing of its plans is applied");
     }
     let health = Health::new();
@@ -92,7 +92,12 @@ pub async fn run(
     probe(&onboarding.client, &resource::of_kind(service), Cluster::Onboarding, watch_namespace, None).await?;
     let provider_name = Some(settings.provider_name.as_str());
     probe(&platform, &resource::of_kind(provider_config), Cluster::Platform, None, provider_name).await?;
-    let platform_versions = kinds::check(planner.descriptor(), &platform, &onboarding.client).await?;
+    let mut platform_versions = kinds::check(planner.descriptor(), &platform, &onboarding.client).await?;
+    if let Some(canary) = &plugins.canary {
+        super::check_canary(planner, &canary.planner)?;
+        platform_versions.extend(kinds::check(canary.planner.descriptor(), &platform, &onboarding.client).await?);
+        info!(canary = %canary.planner.plugin.digest(), "a canary plugin reconciles its cohort");
+    }
 
     let mut lease = match leader_elect {
         true => Some(lease(&platform, settings).await?),

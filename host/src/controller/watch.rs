@@ -169,6 +169,7 @@ pub async fn run_until(
     stores.provider_config = Some(watched);
     ctx.watches.set_stores(stores);
     let cache = tokio::spawn(report_synced(primary, synced));
+    let halted = tokio::spawn(reconcile_all_when_the_canary_halts(ctx.clone(), trigger.clone()));
     let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), objects, trigger));
     let evict = tokio::spawn(evict_idle(ctx.clone()));
     controller
@@ -187,6 +188,7 @@ pub async fn run_until(
         })
         .await;
     provider_config.abort();
+    halted.abort();
     cache.abort();
     evict.abort();
     // The writers are gone with the watches: no reads from stale stores.
@@ -342,6 +344,14 @@ async fn report_synced(primary: Watched, synced: impl FnOnce() + Send + 'static)
         every.tick().await;
     }
     synced()
+}
+
+/// Reconciles every instance once the canary is halted: its cohort goes
+/// back to the plugin now, not at its next poll.
+async fn reconcile_all_when_the_canary_halts(ctx: Arc<Shared>, trigger: futures::channel::mpsc::UnboundedSender<()>) {
+    let Some(canary) = &ctx.rollout.canary else { return };
+    canary.wake.notified().await;
+    let _ = trigger.unbounded_send(());
 }
 
 /// Watches the ProviderConfig: any change re-reconciles every instance; a

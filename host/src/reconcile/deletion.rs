@@ -14,7 +14,7 @@ use service_provider_sdk::contract::{
 use tracing::{info, warn};
 
 use super::access::{self, InstanceAccess, Target};
-use super::apply::{self, Scope};
+use super::apply;
 use super::memory::Memo;
 use super::reach::{Connected, check_kinds, current_request, instance_access, remaining_access};
 use super::shared::{Clusters, Identity};
@@ -306,7 +306,7 @@ async fn prune_the_rest(
 ) -> Result<(), Error> {
     if ctx.memory.inventory_changed(key, &Inventory::new()) {
         for (cluster, client) in reach.targets() {
-            let scopes = Scope::writable(ctx.plugin.descriptor(), context, cluster);
+            let scopes = ctx.rollout.writable(&ctx.plugin, context, cluster);
             apply::prune(client, cluster, &scopes, owner, &Inventory::new(), None).await?;
         }
         ctx.memory.pruned(key, Inventory::new());

@@ -12,7 +12,7 @@ use tracing::info;
 
 use super::access::Target;
 use super::apply::crds;
-use super::apply::{self, Change, CopyJob, Scope, Sources};
+use super::apply::{self, Change, CopyJob, Sources};
 use super::budget::{self, Budgets};
 use super::gather;
 use super::memory::Memo;
@@ -36,12 +36,13 @@ pub(super) async fn run(
     object: &DynamicObject,
     provider_config: Option<&Value>,
     ctx: &Shared,
+    plugin: &Loaded,
 ) -> Result<(Outcome, Action), Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
     let instance = Instance::from_object(&raw)?;
     let result = match provider_config {
-        Some(provider_config) => apply_with_config(object, &raw, &instance, provider_config, ctx).await,
-        None => Err(status::missing_provider_config(ctx.plugin.descriptor(), &ctx.identity.provider_name).into()),
+        Some(provider_config) => apply_with_config(object, &raw, &instance, provider_config, ctx, plugin).await,
+        None => Err(status::missing_provider_config(plugin.descriptor(), &ctx.identity.provider_name).into()),
     };
     match result {
         Ok(done) => Ok(done),
@@ -57,27 +58,29 @@ pub(super) async fn run(
     }
 }
 
-/// The apply path as a list of steps.
+/// The apply path as a list of steps, with `plugin` (the plugin, or a
+/// canary for an instance of its cohort).
 async fn apply_with_config(
     object: &DynamicObject,
     raw: &Value,
     instance: &Instance,
     provider_config: &Value,
     ctx: &Shared,
+    plugin: &Loaded,
 ) -> Result<(Outcome, Action), Error> {
     let key = key_of(object);
-    let Some(kubeconfigs) = obtain_access(ctx, object, &key, instance).await? else {
+    let Some(kubeconfigs) = obtain_access(ctx, plugin, object, &key, instance).await? else {
         return Ok((Outcome::Waiting, Action::requeue(WAIT)));
     };
-    let clients = connect(ctx, &key, &kubeconfigs).await?;
+    let clients = connect(ctx, plugin, &key, &kubeconfigs).await?;
     let reach = Reach {
         platform: &ctx.clusters.platform,
         onboarding: &ctx.clusters.onboarding,
         control_plane: Some(&clients.control_plane),
         workload: clients.workload.as_ref(),
     };
-    let (input, fetched) = observe(ctx, &ctx.plugin, raw, instance, provider_config, kubeconfigs, &reach).await?;
-    let planned = timed(&ctx.metrics, plan::PluginCall::Plan, plan::reconcile(&ctx.plugin.planner, &input)).await;
+    let (input, fetched) = observe(ctx, plugin, raw, instance, provider_config, kubeconfigs, &reach).await?;
+    let planned = timed(&ctx.metrics, plan::PluginCall::Plan, plan::reconcile(&plugin.planner, &input)).await;
     let recorders = rollout::Recorders { status: &ctx.status, memory: &ctx.memory, metrics: &ctx.metrics };
     rollout::shadow(&ctx.rollout, &recorders, object, &key, &input, &planned).await;
     let plan = match planned? {
@@ -88,7 +91,7 @@ async fn apply_with_config(
             return Ok((Outcome::InvalidInput, next_look(&ctx.metrics, i.requeue_after_seconds, wrote)));
         }
         Err(PlanError::Transient(message)) => {
-            return Err(Error::PluginTransient { plugin: ctx.plugin.descriptor().name.clone(), message });
+            return Err(Error::PluginTransient { plugin: plugin.descriptor().name.clone(), message });
         }
     };
     // Record the sources first: if a copy fails because its source is
@@ -103,7 +106,8 @@ async fn apply_with_config(
         };
         return Ok((Outcome::Limited, Action::requeue(wait)));
     }
-    let Written { writes, adopted, retired } = write(ctx, instance, &reach, &plan, provider_config, &fetched).await?;
+    let Written { writes, adopted, retired } =
+        write(ctx, plugin, instance, &reach, &plan, provider_config, &fetched).await?;
     report_adopted(&ctx.status, object, &adopted).await;
     report_retired(&ctx.status, object, &retired).await;
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
@@ -164,16 +168,17 @@ pub(super) struct TenantClients {
 /// while a grant is pending.
 async fn obtain_access(
     ctx: &Shared,
+    plugin: &Loaded,
     object: &DynamicObject,
     key: &InstanceKey,
     instance: &Instance,
 ) -> Result<Option<Kubeconfigs>, Error> {
-    let Some(control_plane) = obtain_one(ctx, object, key, instance, Target::ControlPlane).await? else {
+    let Some(control_plane) = obtain_one(ctx, plugin, object, key, instance, Target::ControlPlane).await? else {
         return Ok(None);
     };
-    let workload = match ctx.plugin.granted().workload_cluster {
+    let workload = match plugin.granted().workload_cluster {
         false => None,
-        true => match obtain_one(ctx, object, key, instance, Target::Workload).await? {
+        true => match obtain_one(ctx, plugin, object, key, instance, Target::Workload).await? {
             Some(at) => Some(at),
             None => return Ok(None),
         },
@@ -185,6 +190,7 @@ async fn obtain_access(
 /// status says so).
 async fn obtain_one(
     ctx: &Shared,
+    plugin: &Loaded,
     object: &DynamicObject,
     key: &InstanceKey,
     instance: &Instance,
@@ -192,7 +198,7 @@ async fn obtain_one(
 ) -> Result<Option<KubeconfigRef>, Error> {
     let tenant = instance.tenant_namespace();
     let mut adopted = Vec::new();
-    let obtained = obtain(ctx, &instance_access(&ctx.plugin, instance, &tenant, target), &mut adopted).await;
+    let obtained = obtain(ctx, &instance_access(plugin, instance, &tenant, target), &mut adopted).await;
     report_adopted(&ctx.status, object, &adopted).await;
     match obtained? {
         Obtained::Granted(at) => Ok(Some(at)),
@@ -219,18 +225,19 @@ async fn obtain_one(
 /// Step: a client for each granted cluster, the plugin's kinds checked on it.
 pub(super) async fn connect(
     ctx: &Shared,
+    plugin: &Loaded,
     key: &InstanceKey,
     kubeconfigs: &Kubeconfigs,
 ) -> Result<TenantClients, Error> {
     let (clusters, memory) = (&ctx.clusters, &ctx.memory);
     let control_plane = client_for(clusters, memory, key, &kubeconfigs.control_plane, Cluster::ControlPlane).await?;
-    check_kinds(&ctx.plugin, memory, key, Cluster::ControlPlane, &control_plane).await?;
+    check_kinds(plugin, memory, key, Cluster::ControlPlane, &control_plane).await?;
     let workload = match &kubeconfigs.workload {
         Some(at) => Some(client_for(clusters, memory, key, at, Cluster::Workload).await?),
         None => None,
     };
     if let Some(workload) = &workload {
-        check_kinds(&ctx.plugin, memory, key, Cluster::Workload, workload).await?;
+        check_kinds(plugin, memory, key, Cluster::Workload, workload).await?;
     }
     Ok(TenantClients { control_plane, workload })
 }
@@ -294,6 +301,7 @@ struct Written {
 /// Applies every step of the plan.
 async fn write(
     ctx: &Shared,
+    plugin: &Loaded,
     instance: &Instance,
     reach: &Reach<'_>,
     plan: &CheckedPlan,
@@ -302,12 +310,12 @@ async fn write(
 ) -> Result<Written, Error> {
     let owner = instance.owner(&ctx.identity.provider_name);
     let sources = Sources {
-        granted: ctx.plugin.granted(),
+        granted: plugin.granted(),
         provider_config: Some(provider_config),
         reserved: &ctx.identity.reserved_secrets,
     };
     let key = key_of_instance(instance);
-    let mut writes = install_crds(ctx, &key, reach).await?;
+    let mut writes = install_crds(ctx, plugin, &key, reach).await?;
     let mut adopted = Vec::new();
     let stores = ctx.watches.stores();
     let job = |copy: &ObjectCopy| CopyJob {
@@ -361,11 +369,11 @@ async fn write(
 
 /// The plugin's CRDs for the instance's own clusters (ControlPlane,
 /// workload), once per process; how many were written.
-async fn install_crds(ctx: &Shared, key: &InstanceKey, reach: &Reach<'_>) -> Result<usize, Error> {
+async fn install_crds(ctx: &Shared, plugin: &Loaded, key: &InstanceKey, reach: &Reach<'_>) -> Result<usize, Error> {
     if ctx.memory.crds_installed(key) {
         return Ok(0);
     }
-    let (descriptor, own) = (ctx.plugin.descriptor(), &ctx.plugin.granted().own);
+    let (descriptor, own) = (plugin.descriptor(), &plugin.granted().own);
     let (field_manager, adoption) = (&ctx.identity.field_manager, &ctx.identity.adoption);
     let mut writes = 0;
     for (cluster, client) in reach.targets().filter(|(c, _)| matches!(c, Cluster::ControlPlane | Cluster::Workload)) {
@@ -452,7 +460,7 @@ async fn prune(
     let stores = ctx.watches.stores();
     let mut deleted = 0;
     for (cluster, client) in reach.targets() {
-        let scopes = Scope::writable(ctx.plugin.descriptor(), context, cluster);
+        let scopes = ctx.rollout.writable(&ctx.plugin, context, cluster);
         deleted += apply::prune(client, cluster, &scopes, &owner, &inventory, Some(&stores)).await?;
     }
     ctx.memory.pruned(&key, inventory);

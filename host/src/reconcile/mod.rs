@@ -8,7 +8,9 @@
 //!
 //! [`reconcile`] is the controller's entry point; the two paths read as
 //! their steps in [`live`] and [`deletion`], and a third that writes
-//! nothing, what a candidate component would change, in [`preview`]; how an instance reaches its
+//! nothing, what a candidate component would change, in [`preview`]; which
+//! component reconciles an instance during an upgrade (the plugin, or a
+//! canary), and what a shadow says, in [`rollout`]; how an instance reaches its
 //! clusters (for both) in [`reach`], what every reconcile shares in
 //! [`shared`] and what it remembers of each instance in [`memory`].
 //!
@@ -16,8 +18,7 @@
 //! into the paths that call them (checked by `tests/architecture.rs`):
 //! [`access`] (openmcp ClusterRequests and AccessRequests), [`gather`] (the
 //! plugin's inputs), [`apply`] (server-side apply, copies, pruning and the
-//! CRD installer), [`status`] (the status and Events), [`rollout`] (a
-//! shadow plugin planning along), with [`budget`]
+//! CRD installer), [`status`] (the status and Events), with [`budget`]
 //! (what the host may write for one instance) beside them. Whose objects
 //! may be taken over is [`crate::adopt`]'s, on the ground floor: the
 //! host's error wraps its refusals.
@@ -28,6 +29,7 @@ pub mod budget;
 mod deletion;
 pub(crate) mod gather;
 mod live;
+pub mod loaded;
 pub mod memory;
 pub mod preview;
 mod reach;
@@ -126,7 +128,9 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<A
     let key = key_of(object.as_ref());
     // A panic must stay with its instance: the controller, and with it
     // every other instance, goes on.
-    let result = match AssertUnwindSafe(reconcile_instance(object, &ctx)).catch_unwind().await {
+    // The plugin, or a canary for an instance of its cohort.
+    let plugin = ctx.rollout.plugin_for(&ctx.plugin, &object);
+    let result = match AssertUnwindSafe(reconcile_instance(object.clone(), &ctx, plugin)).catch_unwind().await {
         Ok(result) => result,
         Err(panic) => Err(Error::Panic {
             message: crate::error::panic_message(panic.as_ref()).unwrap_or("a panic without a message").to_string(),
@@ -141,6 +145,8 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<A
         }
     };
     ctx.metrics.reconciled(ended, started.elapsed());
+    let recorders = rollout::Recorders { status: &ctx.status, memory: &ctx.memory, metrics: &ctx.metrics };
+    ctx.rollout.ended(plugin, &recorders, &object, &result).await;
     if result.is_ok() {
         ctx.memory.succeeded(&key);
     }
@@ -188,7 +194,11 @@ pub async fn consume_reconcile_annotation(api: &Api<DynamicObject>, name: &str) 
         .map_err(|e| Error::kube(format!("removing the {OPERATION} annotation of {name}"), e))
 }
 
-async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Shared) -> Result<(Outcome, Action), Error> {
+async fn reconcile_instance(
+    object: Arc<DynamicObject>,
+    ctx: &Shared,
+    plugin: &shared::Loaded,
+) -> Result<(Outcome, Action), Error> {
     let name = object.name_any();
     let api: Api<DynamicObject> = Api::namespaced_with(
         ctx.clusters.onboarding.clone(),
@@ -223,7 +233,7 @@ async fn reconcile_instance(object: Arc<DynamicObject>, ctx: &Shared) -> Result<
     let action = finalizer(&api, &finalizer_name, object, |event| async move {
         match event {
             finalizer::Event::Apply(o) => {
-                let (done, action) = live::run(&o, provider_config.as_ref(), ctx).await?;
+                let (done, action) = live::run(&o, provider_config.as_ref(), ctx, plugin).await?;
                 *outcome_ref = done;
                 Ok(action)
             }

@@ -188,7 +188,7 @@ async fn previewed(
     let kubeconfigs =
         || Kubeconfigs { control_plane: control_plane.clone(), workload: workload.as_ref().map(|(at, _)| at.clone()) };
     // Step: clients.
-    let clients = connect(ctx, &key, &kubeconfigs()).await?;
+    let clients = connect(ctx, &ctx.plugin, &key, &kubeconfigs()).await?;
     let reach = Reach {
         platform: &ctx.clusters.platform,
         onboarding: &ctx.clusters.onboarding,

@@ -1,5 +1,15 @@
-//! Step: the components beside the plugin while an upgrade of it is
-//! rolled out in steps (see docs/operations.md, "Upgrading a plugin").
+//! The components beside the plugin while an upgrade of it is rolled out
+//! in steps (see docs/operations.md, "Upgrading a plugin"): which one an
+//! instance is reconciled with, and what a shadow says.
+//!
+//! A canary (`run --plugin-canary`) reconciles the instances of its cohort
+//! (a label selector, or a share of instances by a stable hash of their
+//! names) while the plugin reconciles the rest. When more cohort instances
+//! than a threshold fail by the canary (a plugin error or timeout, a
+//! refused plan), the canary is halted: the host says why (a log line,
+//! `service_provider_host_canary_halted{digest}`, a `CanaryHalted` Event)
+//! and reconciles every instance again, the cohort with the plugin.
+//! Promotion is the operator's next rollout: the canary becomes `--plugin`.
 //!
 //! A shadow (`run --shadow-plugin`) plans along on every reconcile, with
 //! the very input the plugin got; nothing of its answer is applied, and a
@@ -10,25 +20,230 @@
 //! digest), logs the differences' summary and records a `ShadowDiffers`
 //! Event on the service object.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
 use std::time::Instant;
 
+use kube::ResourceExt;
 use kube::api::DynamicObject;
-use service_provider_sdk::contract::{Input, PlanError};
-use tracing::info;
+use kube::core::{Expression, Selector, SelectorExt};
+use service_provider_sdk::contract::{Cluster, Context, Input, PlanError};
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+use tracing::{error, info};
 
+use super::apply::Scope;
+use super::loaded::Loaded;
 use super::memory::Memory;
 use super::status::StatusWriter;
+use crate::Error;
+use crate::error::{Category, report};
 use crate::instance::InstanceKey;
 use crate::metrics::Metrics;
 use crate::plugin::plan::compare::{self, Answer};
 use crate::plugin::plan::{self, CheckedPlan, Planner, PluginCall};
+use crate::syntax;
 
 /// The components beside the plugin.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct Rollout {
     /// Plans along on every reconcile; never applied.
     pub shadow: Option<Planner>,
+    /// Reconciles its cohort until halted.
+    pub canary: Option<Canary>,
+}
+
+impl Rollout {
+    /// The component `object` is reconciled with: the canary for an
+    /// instance of its cohort while it is not halted, else `plugin`.
+    pub(crate) fn plugin_for<'a>(&'a self, plugin: &'a Loaded, object: &DynamicObject) -> &'a Loaded {
+        match &self.canary {
+            Some(canary) if canary.active() && canary.cohort.contains(object) => &canary.plugin,
+            _ => plugin,
+        }
+    }
+
+    /// Every kind and namespace the plugin, or the canary beside it, may
+    /// write on `cluster`: what a prune looks at, so that what either wrote
+    /// is never left behind.
+    pub(crate) fn writable(&self, plugin: &Loaded, context: &Context, cluster: Cluster) -> Vec<Scope> {
+        let mut scopes = Scope::writable(plugin.descriptor(), context, cluster);
+        if let Some(canary) = &self.canary {
+            for scope in Scope::writable(canary.plugin.descriptor(), context, cluster) {
+                if !scopes.iter().any(|s| s.resource == scope.resource && s.namespace == scope.namespace) {
+                    scopes.push(scope);
+                }
+            }
+        }
+        scopes
+    }
+
+    /// Records how a reconcile ended (`used` is the component it ran with):
+    /// a failure by the canary's fault counts toward halting it.
+    pub(crate) async fn ended<T>(
+        &self,
+        used: &Loaded,
+        to: &Recorders<'_>,
+        object: &DynamicObject,
+        result: &Result<T, Error>,
+    ) {
+        let Some(canary) = &self.canary else { return };
+        let Err(error) = result else { return };
+        if !std::ptr::eq(used, &canary.plugin) || !by_the_plugin(error.category()) {
+            return;
+        }
+        let key = (object.namespace().unwrap_or_default(), object.name_any());
+        let Some(why) = canary.failed(key, error) else { return };
+        let digest = canary.plugin.planner.plugin.digest();
+        error!(canary = digest, reason = %why, "halted the canary plugin: its cohort is reconciled with the plugin again");
+        to.metrics.canary_halted(digest);
+        to.status.rollout(object, "CanaryHalted", &format!("canary plugin {digest} halted: {why}")).await;
+    }
+}
+
+/// Failures that are the plugin's: what halts a canary.
+fn by_the_plugin(category: Category) -> bool {
+    matches!(category, Category::Plugin | Category::PluginTimeout | Category::CapabilityDenied)
+}
+
+/// Which instances a canary reconciles.
+#[derive(Debug, Clone)]
+pub enum Cohort {
+    /// Service objects whose labels a selector matches.
+    Selector(Selector),
+    /// This share of instances (0 to 100), by a stable hash of
+    /// `<namespace>/<name>`: the same instances on every start.
+    Percent(u8),
+}
+
+impl Cohort {
+    /// A label selector as `kubectl` takes it: `k=v`, `k==v`, `k!=v`,
+    /// `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, separated by commas.
+    pub fn selector(text: &str) -> Result<Cohort, String> {
+        let mut expressions = Vec::new();
+        for term in terms(text) {
+            expressions.push(expression(term.trim())?);
+        }
+        if expressions.is_empty() {
+            return Err("an empty label selector would select every instance; say so with --canary-percent 100".into());
+        }
+        Ok(Cohort::Selector(expressions.into_iter().collect()))
+    }
+
+    /// Whether `object` is in the cohort.
+    pub fn contains(&self, object: &DynamicObject) -> bool {
+        match self {
+            Cohort::Selector(selector) => selector.matches(object.labels()),
+            Cohort::Percent(percent) => {
+                let key = format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any());
+                let digest = Sha256::digest(key.as_bytes());
+                let bucket = u64::from_be_bytes(digest[..8].try_into().expect("eight bytes")) % 100;
+                bucket < u64::from(*percent)
+            }
+        }
+    }
+}
+
+/// The terms of a selector: split at commas outside parentheses.
+fn terms(text: &str) -> Vec<&str> {
+    let (mut terms, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                terms.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&text[start..]);
+    terms.into_iter().filter(|t| !t.trim().is_empty()).collect()
+}
+
+fn expression(term: &str) -> Result<Expression, String> {
+    let key = |k: &str| {
+        let k = k.trim();
+        syntax::qualified_name(k).then(|| k.to_string()).ok_or_else(|| format!("{k:?} is not a label key"))
+    };
+    let value = |v: &str| {
+        let v = v.trim();
+        syntax::label_value(v).then(|| v.to_string()).ok_or_else(|| format!("{v:?} is not a label value"))
+    };
+    let set = |rest: &str| -> Result<BTreeSet<String>, String> {
+        let inner = rest.trim().strip_prefix('(').and_then(|r| r.strip_suffix(')'));
+        let inner = inner.ok_or_else(|| format!("{term:?}: a set is written (a,b)"))?;
+        inner.split(',').map(value).collect()
+    };
+    if let Some((k, rest)) = term.split_once(" notin ") {
+        return Ok(Expression::NotIn(key(k)?, set(rest)?));
+    }
+    if let Some((k, rest)) = term.split_once(" in ") {
+        return Ok(Expression::In(key(k)?, set(rest)?));
+    }
+    if let Some((k, v)) = term.split_once("!=") {
+        return Ok(Expression::NotEqual(key(k)?, value(v)?));
+    }
+    if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+        return Ok(Expression::Equal(key(k)?, value(v)?));
+    }
+    match term.strip_prefix('!') {
+        Some(k) => Ok(Expression::DoesNotExist(key(k)?)),
+        None => Ok(Expression::Exists(key(term)?)),
+    }
+}
+
+/// A canary component, its cohort, and whether it was halted.
+pub struct Canary {
+    pub(crate) plugin: Loaded,
+    pub(crate) cohort: Cohort,
+    /// How many cohort instances may fail by the canary: one more halts it.
+    allowed: usize,
+    /// Cohort instances that failed by the canary, and why (the last time).
+    failed: Mutex<BTreeMap<InstanceKey, String>>,
+    /// Why it was halted, once it was.
+    halted: Mutex<Option<String>>,
+    /// Told when it is halted: every instance is reconciled again.
+    pub(crate) wake: Notify,
+}
+
+impl Canary {
+    pub fn new(plugin: Loaded, cohort: Cohort, allowed: usize) -> Self {
+        Canary { plugin, cohort, allowed, failed: Mutex::default(), halted: Mutex::default(), wake: Notify::new() }
+    }
+
+    /// Whether it still reconciles its cohort.
+    pub fn active(&self) -> bool {
+        self.halted.lock().expect("not poisoned").is_none()
+    }
+
+    /// Why it was halted, if it was.
+    pub fn halted(&self) -> Option<String> {
+        self.halted.lock().expect("not poisoned").clone()
+    }
+
+    /// Records a cohort instance's failure; why the canary is halted when
+    /// this failure halts it.
+    fn failed(&self, key: InstanceKey, error: &Error) -> Option<String> {
+        let said = syntax::one_line(&report(error), 300);
+        let instance = format!("{}/{}", key.0, key.1);
+        let mut failed = self.failed.lock().expect("not poisoned");
+        failed.insert(key, said.clone());
+        let mut halted = self.halted.lock().expect("not poisoned");
+        if halted.is_some() || failed.len() <= self.allowed {
+            return None;
+        }
+        let why = format!(
+            "{} instance(s) of its cohort failed by it (at most {} may), the last {instance}: {said}",
+            failed.len(),
+            self.allowed
+        );
+        *halted = Some(why.clone());
+        self.wake.notify_one();
+        Some(why)
+    }
 }
 
 /// What the shadow step needs of the reconcile's parts.
@@ -67,4 +282,50 @@ pub(crate) async fn shadow(
     info!(shadow = component, differences = %summary, "the shadow plugin answers differently");
     let note = format!("shadow plugin {component} would answer differently: {summary}");
     to.status.rollout(object, "ShadowDiffers", &note).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(name: &str, labels: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": name, "namespace": "ns", "labels": labels}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_selector_picks_its_cohort_as_kubectl_would() {
+        let cohort = Cohort::selector("rollout=canary, tier in (dev,test),!frozen").unwrap();
+        assert!(cohort.contains(&object("a", json!({"rollout": "canary", "tier": "dev"}))));
+        assert!(!cohort.contains(&object("b", json!({"rollout": "canary", "tier": "prod"}))));
+        assert!(!cohort.contains(&object("c", json!({"rollout": "canary", "tier": "test", "frozen": "yes"}))));
+        assert!(!cohort.contains(&object("d", json!({}))));
+        let other = Cohort::selector("rollout!=stable,tier notin (prod),team").unwrap();
+        assert!(other.contains(&object("e", json!({"team": "x"}))));
+        assert!(!other.contains(&object("f", json!({"team": "x", "tier": "prod"}))));
+    }
+
+    #[test]
+    fn a_selector_that_is_not_one_is_refused() {
+        for bad in ["", " , ", "a in b", "a=b c", "a b=c", "=x", "a in (b c)"] {
+            assert!(Cohort::selector(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_share_is_stable_and_about_its_size() {
+        let cohort = Cohort::Percent(30);
+        let names: Vec<String> = (0..1000).map(|i| format!("i-{i}")).collect();
+        let picked = names.iter().filter(|n| cohort.contains(&object(n, json!({})))).count();
+        assert!((250..350).contains(&picked), "{picked} of 1000");
+        let again = names.iter().filter(|n| cohort.contains(&object(n, json!({})))).count();
+        assert_eq!(picked, again);
+        assert!(!names.iter().any(|n| Cohort::Percent(0).contains(&object(n, json!({})))));
+        assert!(names.iter().all(|n| Cohort::Percent(100).contains(&object(n, json!({})))));
+    }
 }

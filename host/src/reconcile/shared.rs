@@ -5,35 +5,29 @@
 //!
 //! | part | what it is |
 //! |---|---|
-//! | [`Shared::plugin`] | the plugin, its grant and the kinds it serves |
+//! | [`Shared::plugin`] | the plugin, its grant and the kinds it serves ([`Loaded`]) |
 //! | [`Shared::identity`] | who this provider is and what is its own |
 //! | [`Shared::clusters`] | the platform and onboarding clients, the tenants' |
 //! | [`Shared::memory`] | what the host remembers of each instance |
 //! | [`Shared::watches`] | the watches' stores, what blocks deletions |
 //! | [`Shared::status`] | the status and Events writer |
-//! | [`Shared::rollout`] | the components beside the plugin during an upgrade (a shadow) |
+//! | [`Shared::rollout`] | the components beside the plugin during an upgrade (a canary, a shadow) |
 //! | [`Shared::metrics`] | the host's metrics |
 //!
 //! `controller::shared` builds it, once per controller start.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kube::Client;
-use kube::api::ApiResource;
-use service_provider_sdk::contract::Descriptor;
 
-use super::gather;
+pub use super::loaded::Loaded;
 use super::memory::Memory;
 use super::rollout::Rollout;
 use super::status::StatusWriter;
 use crate::adopt::Adoption;
 use crate::clusters::ClientCache;
-use crate::instance::Reach;
 use crate::metrics::Metrics;
-use crate::plugin::grant::Effective;
-use crate::plugin::plan::Planner;
 use crate::stores::Stores;
 use crate::stores::blockers::Blockers;
 
@@ -47,45 +41,6 @@ pub struct Shared {
     pub(crate) status: StatusWriter,
     pub(crate) rollout: Rollout,
     pub(crate) metrics: Arc<Metrics>,
-}
-
-/// The plugin as loaded: the component with its grant, and the kinds it
-/// serves.
-pub struct Loaded {
-    pub(crate) planner: Planner,
-    /// The service kind, on the onboarding cluster.
-    pub(crate) service: ApiResource,
-    /// The ProviderConfig kind, on the platform cluster.
-    pub(crate) provider_config: ApiResource,
-    /// The group versions whose kinds were checked against the platform's
-    /// discovery at start ([`crate::clusters::kinds::check`]); the others are
-    /// checked on each tenant cluster.
-    pub(crate) platform_versions: BTreeSet<String>,
-}
-
-impl Loaded {
-    /// The plugin, with the kinds of its descriptor; `platform_versions`
-    /// as the platform's discovery checked them.
-    pub fn new(planner: Planner, platform_versions: BTreeSet<String>) -> Self {
-        let descriptor = planner.descriptor();
-        let service = crate::resource::of_kind(&descriptor.service);
-        let provider_config = crate::resource::of_kind(&descriptor.provider_config);
-        Loaded { planner, service, provider_config, platform_versions }
-    }
-
-    pub fn descriptor(&self) -> &Descriptor {
-        self.planner.descriptor()
-    }
-
-    pub fn granted(&self) -> &Effective {
-        &self.planner.granted
-    }
-
-    /// Where a gather for this plugin may look (`reach`, then `stores`), and
-    /// how much it may bring back.
-    pub(crate) fn observer<'a>(&'a self, reach: &'a Reach<'a>, stores: &'a Stores) -> gather::Observer<'a> {
-        gather::Observer { reach, stores, granted: self.granted(), input_limit: self.planner.plugin.input_limit() }
-    }
 }
 
 /// Who this provider is, and what is its own.

@@ -1,7 +1,8 @@
 //! Plugin upgrades on real API servers, with the next Kro version
 //! (`tests/plugins/kro-next`): the fleet preview (`diff`) names exactly the
 //! changes that fixture makes, per instance, and writes nothing anywhere;
-//! a shadow of it records where it differs and acts on nothing.
+//! a shadow of it records where it differs and acts on nothing; a canary
+//! of it reconciles its cohort, and is halted when it fails there.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -12,12 +13,12 @@ use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 use serde_json::{Value, json};
 use service_provider_host::clusters::{self, Writes};
-use service_provider_host::controller::Plugins;
 use service_provider_host::controller::preview::{self, FleetPreview, PreviewOptions};
+use service_provider_host::controller::{CanaryPlugin, Plugins};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::plugin::sandbox::Limits;
 use service_provider_host::reconcile::preview::{Action, Verdict};
-use service_provider_host::reconcile::rollout::Rollout;
+use service_provider_host::reconcile::rollout::Cohort;
 use service_provider_sdk::contract::Cluster;
 
 /// Instances previewed; every tenth is of the version the next plugin's
@@ -223,8 +224,8 @@ async fn a_shadow_plugin_records_its_differences_and_acts_on_nothing() {
     f.provider_config(versions_).await;
     let shadow = planner(plugins::load(KRO_NEXT, Limits::default()));
     let digest = shadow.plugin.digest().to_string();
-    let rollout = Rollout { shadow: Some(shadow) };
-    let ctx = f.context_for(Plugins { plugin: planner(plugin()), rollout }, |_| {}).await;
+    let plugins = Plugins { plugin: planner(plugin()), shadow: Some(shadow), canary: None };
+    let ctx = f.context_for(plugins, |_| {}).await;
     f.start_operator_on(std::sync::Arc::new(ctx));
     for (i, name) in names_.iter().enumerate() {
         f.create_kro(name, version(i)).await;
@@ -271,4 +272,93 @@ async fn a_shadow_plugin_records_its_differences_and_acts_on_nothing() {
 fn version_entry(version: &str) -> Value {
     let chart = version.trim_start_matches('v');
     json!({"version": version, "chartVersion": chart})
+}
+
+/// Creates a `Kro` with labels.
+async fn create_labelled(f: &Fixture, name: &str, version: &str, labels: Value) {
+    let kro: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kro.services.open-control-plane.io/v1alpha1",
+        "kind": "Kro",
+        "metadata": {"name": name, "namespace": f.ns, "labels": labels},
+        "spec": {"version": version},
+    }))
+    .unwrap();
+    f.kroes().create(&kube::api::PostParams::default(), &kro).await.expect("Kro created");
+}
+
+/// The OCIRepositories of an instance, and whether its HelmRelease has the
+/// next version's Helm value.
+async fn flux_of(f: &Fixture, name: &str) -> (Vec<String>, bool) {
+    let sources = f.flux_objects("OCIRepository", name).list(&ListParams::default()).await.unwrap().items;
+    let mut sources: Vec<String> = sources
+        .into_iter()
+        .filter(|o| o.metadata.deletion_timestamp.is_none())
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    sources.sort();
+    let release = f.flux_objects("HelmRelease", name).get("kro-helm-release").await.unwrap();
+    (sources, release.data.pointer("/spec/values/next") == Some(&json!(true)))
+}
+
+/// A canary of the next version for a cohort of 10 of 30 instances: their
+/// objects are the canary's, the other 20's the plugin's, all Ready. Then
+/// the cohort moves to a version the canary's plans are refused for: the
+/// canary is halted (an Event, a metric, a log line say why), and the
+/// cohort is reconciled with the plugin again, all 30 Ready.
+#[tokio::test]
+async fn a_canary_reconciles_its_cohort_and_is_halted_when_it_fails() {
+    let names_: Vec<String> = (0..30).map(|i| format!("ca-{i:02}")).collect();
+    let cohort: Vec<&String> = names_.iter().step_by(3).collect();
+    let mut f = Fixture::new(Options { instances: names_.clone(), flux_ready: true, workload: false }).await;
+    f.provider_config(json!([version_entry("v0.9.1"), version_entry("v0.8.0")])).await;
+    let next = planner(plugins::load(KRO_NEXT, Limits::default()));
+    let digest = next.plugin.digest().to_string();
+    let canary =
+        CanaryPlugin { planner: next, cohort: Cohort::selector("rollout=canary").unwrap(), allowed_failures: 0 };
+    let plugins = Plugins { plugin: planner(plugin()), shadow: None, canary: Some(canary) };
+    let ctx = f.context_for(plugins, |_| {}).await;
+    f.start_operator_on(std::sync::Arc::new(ctx));
+    for name in &names_ {
+        let labels = match cohort.contains(&name) {
+            true => json!({"rollout": "canary"}),
+            false => json!({}),
+        };
+        create_labelled(&f, name, "v0.9.1", labels).await;
+    }
+    for name in &names_ {
+        f.wait_ready(name).await;
+    }
+    for name in &names_ {
+        let expected = match cohort.contains(&name) {
+            true => (vec!["kro-chart".to_string()], true),
+            false => (vec!["kro-oci-repository".to_string()], false),
+        };
+        let what = format!("{name}'s objects");
+        eventually(&what, f.wait, || async { (flux_of(&f, name).await == expected).then_some(()) }).await;
+    }
+    assert!(!f.metrics.encode().contains("canary_halted{"), "{}", f.metrics.encode());
+
+    // The cohort moves to the version the canary's plans are refused for.
+    for name in &cohort {
+        f.patch_kro(name, json!({"spec": {"version": "v0.8.0"}})).await;
+    }
+    let halted = format!("service_provider_host_canary_halted{{digest=\"{digest}\"}} 1");
+    eventually("the canary halted", f.wait, || async { f.metrics.encode().contains(&halted).then_some(()) }).await;
+    for name in &names_ {
+        f.wait_kro(name, "Ready with the plugin", |k| {
+            ready(k)["status"] == "True" && k["status"]["observedGeneration"] == k["metadata"]["generation"]
+        })
+        .await;
+        let expected = (vec!["kro-oci-repository".to_string()], false);
+        let what = format!("{name}'s objects back with the plugin");
+        eventually(&what, f.wait, || async { (flux_of(&f, name).await == expected).then_some(()) }).await;
+    }
+    let mut events = Vec::new();
+    for name in &cohort {
+        events.extend(f.events(name).await.into_iter().filter(|e| e.reason.as_deref() == Some("CanaryHalted")));
+    }
+    assert_eq!(events.len(), 1, "one instance tipped it: {events:?}");
+    let note = events[0].note.clone().unwrap_or_default();
+    assert!(note.contains(&digest) && note.contains("/spec/interval"), "{note}");
+    f.stop_operator().await;
 }

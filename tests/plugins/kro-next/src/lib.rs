@@ -53,7 +53,7 @@ impl Provider for KroNext {
     }
 
     fn plan(input: &Input) -> Result<Plan, PlanError> {
-        let mut plan = KroProvider::plan(input)?;
+        let mut plan = KroProvider::plan(&as_guest_kro_sees(input))?;
         let version = serde_json::from_str::<Value>(&input.object)
             .ok()
             .and_then(|o| o.pointer("/spec/version").and_then(Value::as_str).map(str::to_string))
@@ -86,6 +86,29 @@ impl Provider for KroNext {
     fn cleanup(input: &Input) -> Result<CleanupPlan, PlanError> {
         KroProvider::cleanup(input)
     }
+}
+
+/// The input with the observed HelmRelease as guest-kro would have written
+/// it: guest-kro judges a release whose spec differs from its own as not
+/// yet reconciled, and this version's changes are made after it plans.
+fn as_guest_kro_sees(input: &Input) -> Input {
+    let mut input = input.clone();
+    for observed in input.observed.iter_mut().filter(|o| o.id == guest_kro::describe::OBSERVE_HELM_RELEASE) {
+        for object in &mut observed.objects {
+            let Ok(mut release) = serde_json::from_str::<Value>(object) else { continue };
+            if release.pointer("/spec/chartRef/name") == Some(&json!(CHART)) {
+                release["spec"]["chartRef"]["name"] = json!(guest_kro::desired::OCI_REPOSITORY);
+            }
+            if let Some(values) = release.pointer_mut("/spec/values").and_then(Value::as_object_mut) {
+                values.remove("next");
+                if values.is_empty() {
+                    release["spec"].as_object_mut().expect("a spec").remove("values");
+                }
+            }
+            *object = release.to_string();
+        }
+    }
+    input
 }
 
 service_provider_sdk::export_provider!(crate::KroNext);
