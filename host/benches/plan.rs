@@ -6,6 +6,11 @@
 //! between the two components, so a machine whose speed changes during the
 //! run skews both alike.
 //!
+//! Then the cost of a shadow plugin (`run --shadow-plugin`) on a reconcile:
+//! the plugin's checked plan alone, against that plus the shadow's (the
+//! next Kro version, `tests/plugins/kro-next`) and their comparison, which
+//! is what a shadow adds to each reconcile; alternated, medians.
+//!
 //! Run with `task bench` (release build). Needs the components built
 //! (`task build-plugins build-go-plugins`) or `KRO_PLUGIN_WASM` and
 //! `GO_KRO_PLUGIN_WASM` set.
@@ -15,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use guest_kro::KroProvider;
 use guest_kro::cases;
-use host_test_support::plugins::{Component, GO_KRO, KRO, plugin_path};
+use host_test_support::plugins::{Component, GO_KRO, KRO, KRO_NEXT, planner, plugin_path};
+use service_provider_host::plugin::plan::{self, compare};
 use service_provider_host::plugin::sandbox::{Limits, Plugin, Sandbox};
 use service_provider_sdk::contract::Provider;
 
@@ -124,4 +130,34 @@ async fn main() {
         eprintln!("  {}: {}", s.label, s.path.display());
     }
     println!("{:<18} {:>12} {:>14} {:>13} {:>9.1} µs", "guest-kro native", "-", "-", "-", us(native));
+    shadow_cost(&sandbox, &input, calls).await;
+}
+
+/// A reconcile's plugin work with and without a shadow beside it.
+async fn shadow_cost(sandbox: &Sandbox, input: &service_provider_sdk::contract::Input, calls: usize) {
+    let load = |component: Component| async move {
+        let wasm = std::fs::read(plugin_path(component)).expect("the component");
+        let prepared = sandbox.prepare(&wasm, None).expect("compiles");
+        planner(prepared.describe(Limits::default()).await.expect("loads"))
+    };
+    let (stable, shadow) = (load(KRO).await, load(KRO_NEXT).await);
+    let (mut alone, mut shadowed) = (Vec::new(), Vec::new());
+    for _ in 0..calls {
+        let start = Instant::now();
+        let answer = plan::reconcile(&stable, input).await;
+        alone.push(start.elapsed());
+        let start = Instant::now();
+        let answer_again = plan::reconcile(&stable, input).await;
+        let theirs = compare::Answer::of(plan::reconcile(&shadow, input).await);
+        let differences = compare::compare(&compare::Answer::of_ref(&answer_again), &theirs);
+        shadowed.push(start.elapsed());
+        assert!(answer.is_ok() && !differences.is_empty(), "the shadow differs from the plugin");
+    }
+    let (alone, shadowed) = (median(alone), median(shadowed));
+    println!(
+        "checked plan: {:.1} µs; with a shadow (its checked plan and the comparison): {:.1} µs, +{:.1} µs per reconcile",
+        us(alone),
+        us(shadowed),
+        us(shadowed.saturating_sub(alone))
+    );
 }

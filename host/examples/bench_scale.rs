@@ -266,6 +266,59 @@ struct Result {
     peak_rss_kib: u64,
     peak_anon_kib: u64,
     cpu_seconds: f64,
+    /// `diff` of the next Kro version over the converged fleet.
+    preview: Preview,
+}
+
+/// What `service-provider-host diff` took over the converged fleet.
+struct Preview {
+    took: Duration,
+    peak_rss_kib: u64,
+    cpu_seconds: f64,
+    /// Its exit code (2: something would change).
+    code: Option<i32>,
+}
+
+/// Runs `diff` of the next Kro version (`tests/plugins/kro-next`) against
+/// the plugin the host runs, as a process of its own under the platform
+/// kubeconfig, reaching the onboarding cluster through the access `run`
+/// was granted; its wall time, peak RSS and CPU (of that process alone,
+/// from `wait4`).
+fn preview(host_binary: &Path, env: &TestEnv, plugin: &Path, cache: &Path) -> anyhow::Result<Preview> {
+    let next = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO_NEXT);
+    let started = Instant::now();
+    let child = Command::new(host_binary)
+        .env("KUBECONFIG", env.platform.kubeconfig_path())
+        .env("POD_NAMESPACE", POD_NAMESPACE)
+        .env_remove("ONBOARDING_KUBECONFIG")
+        .args(["diff", "--provider-name", PROVIDER, "--exit-code", "-o", "json", "--verbosity", "ERROR"])
+        .arg("--onboarding-kubeconfig")
+        .arg(env.onboarding.kubeconfig_path())
+        .arg("--plugin-cache-dir")
+        .arg(cache)
+        .arg("--plugin")
+        .arg(&next)
+        .arg("--current-plugin")
+        .arg(plugin)
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting diff")?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value; `wait4` fills it for
+    // the child just spawned, which nothing else waits for.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
+        bail!("waiting for diff: {}", std::io::Error::last_os_error());
+    }
+    let took = started.elapsed();
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok(Preview {
+        took,
+        peak_rss_kib: usage.ru_maxrss as u64,
+        cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+    })
 }
 
 async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::Result<Result> {
@@ -391,6 +444,8 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
     eprintln!("bench-scale: {n} Ready in {ready:?}; steady-state window of {STEADY_WINDOW:?}");
     tokio::time::sleep(STEADY_WINDOW).await;
     let steady_end = requests(metrics_port)?;
+    let preview = preview(host_binary, &env, plugin, &cache)?;
+    eprintln!("bench-scale: diff of the next version over {n} instances in {:?}", preview.took);
 
     // One request deletes them all, as creation starts them all at once:
     // 500 DELETEs one after another would time the benchmark's own client.
@@ -429,6 +484,7 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         peak_rss_kib,
         peak_anon_kib,
         cpu_seconds,
+        preview,
     })
 }
 
@@ -498,6 +554,19 @@ fn table(results: &[Result]) -> String {
             steady_reads,
             steady_reads as f64 / n,
             describe(&r.converge),
+        ));
+    }
+    for r in results {
+        let p = &r.preview;
+        out.push_str(&format!(
+            "\nN = {}: `diff` of the next Kro version over the converged fleet (read-only, a process of its own): {:.1} s, peak RSS {:.1} MiB, {:.1} CPU s, exit code {:?}; beside create → all Ready in {:.1} s and the host's peak RSS of {:.1} MiB\n",
+            r.instances,
+            p.took.as_secs_f64(),
+            p.peak_rss_kib as f64 / 1024.0,
+            p.cpu_seconds,
+            p.code,
+            r.ready.as_secs_f64(),
+            r.peak_rss_kib as f64 / 1024.0,
         ));
     }
     for r in results {

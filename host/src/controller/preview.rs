@@ -24,7 +24,8 @@ use crate::metrics::Metrics;
 use crate::plugin::grant::delta::{self, Delta};
 use crate::plugin::plan::Planner;
 use crate::reconcile::access;
-use crate::reconcile::preview::{self, Configs, InstancePreview, Verdict};
+use crate::reconcile::apply::dry_run::Forbidden;
+use crate::reconcile::preview::{self, Fleet, InstancePreview, Verdict};
 use crate::reconcile::read_provider_config;
 use crate::reconcile::shared::Loaded;
 use crate::resource::LIST_PAGE;
@@ -115,16 +116,18 @@ pub async fn preview(
     let candidate = Loaded::new(candidate, Default::default());
     let ctx = shared(current, &settings, Reached::new(platform, onboarding), metrics);
     let provider_config = read_provider_config(&ctx).await?;
-    let configs = Configs {
+    let forbidden = Forbidden::default();
+    let fleet = Fleet {
         current: provider_config.as_ref(),
         candidate: options.candidate_provider_config.as_ref().or(provider_config.as_ref()),
+        forbidden: &forbidden,
     };
     let objects =
         service_objects(&ctx.clusters.onboarding, &ctx.plugin, settings.watch_namespace.as_deref(), options).await?;
     let total = objects.len();
     let mut done = 0;
     let mut instances: Vec<InstancePreview> = futures::stream::iter(&objects)
-        .map(|object| preview::preview(&ctx, &candidate, object, &configs))
+        .map(|object| preview::preview(&ctx, &candidate, object, &fleet))
         .buffer_unordered(options.concurrency.max(1))
         .inspect(|_| {
             done += 1;

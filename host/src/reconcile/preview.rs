@@ -21,7 +21,7 @@ use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, KubeconfigRef, PolicyRule};
 
 use super::access::{self, Answer as AccessAnswer, Target};
-use super::apply::dry_run::{WouldApply, would_apply};
+use super::apply::dry_run::{Forbidden, WouldApply, would_apply};
 use super::live::{Kubeconfigs, connect, observe};
 use super::reach::{current_request, instance_access};
 use super::shared::Loaded;
@@ -137,27 +137,24 @@ impl InstancePreview {
     }
 }
 
-/// The ProviderConfigs to plan with: the live one for the current
-/// component, and the candidate's (another one, to preview a change of it).
-pub struct Configs<'a> {
+/// What every instance of one preview shares: the ProviderConfigs to plan
+/// with (the live one for the current component, and the candidate's:
+/// another one, to preview a change of it), and where dry runs are refused.
+pub struct Fleet<'a> {
     pub current: Option<&'a Value>,
     pub candidate: Option<&'a Value>,
+    pub forbidden: &'a Forbidden,
 }
 
 /// Previews one instance; never fails: what could not be previewed is the
 /// instance's verdict, with why.
-pub async fn preview(
-    ctx: &Shared,
-    candidate: &Loaded,
-    object: &DynamicObject,
-    configs: &Configs<'_>,
-) -> InstancePreview {
+pub async fn preview(ctx: &Shared, candidate: &Loaded, object: &DynamicObject, fleet: &Fleet<'_>) -> InstancePreview {
     let (namespace, name) = key_of(object);
     let label = format!("{namespace}/{name}");
     if object.metadata.deletion_timestamp.is_some() {
         return InstancePreview::new(label, Verdict::Skipped, Some("being deleted".into()));
     }
-    match previewed(ctx, candidate, object, configs, &label).await {
+    match previewed(ctx, candidate, object, fleet, &label).await {
         Ok(done) => done,
         Err(e) => InstancePreview::new(label, Verdict::Failed, Some(crate::syntax::flat(&report(&e)))),
     }
@@ -168,7 +165,7 @@ async fn previewed(
     ctx: &Shared,
     candidate: &Loaded,
     object: &DynamicObject,
-    configs: &Configs<'_>,
+    fleet: &Fleet<'_>,
     label: &str,
 ) -> Result<InstancePreview, Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
@@ -197,8 +194,8 @@ async fn previewed(
     };
     // Step: each component's input, then its checked answer.
     let asked = Asked { raw: &raw, instance: &instance, reach: &reach };
-    let current = asked.answer(ctx, &ctx.plugin, configs.current, kubeconfigs()).await?;
-    let next = asked.answer(ctx, candidate, configs.candidate, kubeconfigs()).await?;
+    let current = asked.answer(ctx, &ctx.plugin, fleet.current, kubeconfigs()).await?;
+    let next = asked.answer(ctx, candidate, fleet.candidate, kubeconfigs()).await?;
     let mut preview = InstancePreview::new(label.into(), Verdict::Unchanged, None);
     preview.current = Some(current.line());
     preview.candidate = Some(next.line());
@@ -209,7 +206,7 @@ async fn previewed(
         let owner = instance.owner(&ctx.identity.provider_name);
         for manifest in &plan.manifests {
             let client = reach.client(manifest.cluster).expect("checked by plan::check_plan");
-            let would = would_apply(client, manifest, &owner, &ctx.identity.field_manager).await?;
+            let would = would_apply(client, manifest, &owner, &ctx.identity.field_manager, fleet.forbidden).await?;
             if let Some(change) = object_change(manifest_key(plan, manifest), would) {
                 preview.objects.push(change);
             }

@@ -6,7 +6,9 @@
 //!   Deployment, complete the Kro lifecycle under the ServiceAccounts'
 //!   tokens on a platform cluster that audits every request; no request is
 //!   refused, and every verb of every rule was used. (Remove a verb and the
-//!   lifecycle fails with its 403; add one and it shows up as unused.)
+//!   lifecycle fails with its 403; add one and it shows up as unused.) So
+//!   is `diff` under the preview's read-only ServiceAccount, whose only
+//!   refused requests are server-side dry runs.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -223,12 +225,13 @@ fn grants(docs: &[(String, Value)], service_account: &str) -> Vec<Grant> {
     grants
 }
 
-/// Nothing refused, nothing granted that was not used.
+/// Nothing refused (but a dry run: the preview's Role may only read),
+/// nothing granted that was not used.
 fn check(audit_log: &Path, docs: &[(String, Value)], service_account: &str) {
     let user = format!("system:serviceaccount:{NAMESPACE}:{service_account}");
     let requests = identity::requests_of(audit_log, &user);
     assert!(!requests.is_empty(), "no requests of {user} in the audit log");
-    let refused: Vec<&Request> = requests.iter().filter(|r| r.code == 403).collect();
+    let refused: Vec<&Request> = requests.iter().filter(|r| r.code == 403 && !r.dry_run).collect();
     assert!(refused.is_empty(), "{user} was refused (the RBAC lacks these):\n{refused:#?}");
     let unused: Vec<String> = grants(docs, service_account)
         .iter()
@@ -265,6 +268,7 @@ async fn the_standalone_rbac_is_exactly_what_init_and_run_do() {
     let lifecycle = tokio::spawn(lifecycle(&audited.env, docs.clone())).await;
     check(&audited.audit_log, &docs, "service-provider-kro-init");
     check(&audited.audit_log, &docs, "service-provider-kro");
+    check(&audited.audit_log, &docs, "service-provider-kro-preview");
     let _ = std::fs::remove_dir_all(audited.audit_log.parent().expect("the audit directory"));
     if let Err(failed) = lifecycle {
         std::panic::resume_unwind(failed.into_panic());
@@ -331,6 +335,29 @@ async fn lifecycle(env: &'static testbed::TestEnv, docs: Vec<(String, Value)>) {
     // has to create.
     f.create_kro("mcp-01", "v0.9.1").await;
     f.wait_ready("mcp-01").await;
+
+    // diff, under the preview's read-only ServiceAccount: the same plugin
+    // changes nothing.
+    let preview_kubeconfig = write_temp(
+        "preview-kubeconfig",
+        &identity::service_account_kubeconfig(&env.platform, NAMESPACE, "service-provider-kro-preview", false).await,
+    );
+    let args: Vec<OsString> = ["diff", "--provider-name", PROVIDER, "--exit-code", "-o", "json", "--plugin"]
+        .into_iter()
+        .map(OsString::from)
+        .chain([plugin.clone().into_os_string()])
+        .collect();
+    let out = binary.command(&args, &preview_kubeconfig, &[("POD_NAMESPACE", NAMESPACE)]).output().await;
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "diff under its ServiceAccount: {report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&report).unwrap_or_else(|e| panic!("diff's JSON ({e}): {report}"));
+    assert_eq!(report["counts"]["unchanged"], 1, "{report:#}");
+
     f.provider_config_with(
         json!({"pollInterval": "1m", "versions": [{"version": "v0.9.1", "chartVersion": "0.9.1", "chartPullSecret": "registry"}]}),
         Some(json!({"openmcp.cloud/operation": "reconcile"})),
@@ -358,7 +385,7 @@ async fn lifecycle(env: &'static testbed::TestEnv, docs: Vec<(String, Value)>) {
         assert_eq!(http_get(replica.health, "/healthz").map(|r| r.0), Some(200));
         assert!(replica.terminate().success());
     }
-    for kubeconfig in [init_kubeconfig, run_kubeconfig] {
+    for kubeconfig in [init_kubeconfig, run_kubeconfig, preview_kubeconfig] {
         let _ = std::fs::remove_file(kubeconfig);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -242,6 +242,8 @@ fn a_refused_plan_renders_the_rule() {
         "examples/providerconfig.yaml",
         "--plugin-grant",
         s(&grant),
+        "--ungranted-requests",
+        "drop",
     ]);
     assert_eq!(doc["result"], "refused", "{doc:#}");
     assert_eq!(doc["reason"], "CapabilityDenied");

@@ -153,6 +153,8 @@ pub struct Request {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub code: u16,
+    /// A server-side dry run (`dryRun=All`).
+    pub dry_run: bool,
 }
 
 /// The requests of `user` in the audit log (every stage collapsed into one).
@@ -178,6 +180,7 @@ pub fn requests_of(audit_log: &std::path::Path, user: &str) -> Vec<Request> {
             namespace: text(&object["namespace"]),
             name: text(&object["name"]),
             code: event["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+            dry_run: event["requestURI"].as_str().is_some_and(|uri| uri.contains("dryRun=All")),
         };
         seen.insert(event["auditID"].as_str().unwrap_or(line).to_string(), request);
     }

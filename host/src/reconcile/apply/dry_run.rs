@@ -6,7 +6,12 @@
 //! credentials may only read (the preview's Role), the answer is a 403 and
 //! the object is compared here instead: the plan's fields laid over the
 //! live object, which misses what the API server would default or a field
-//! the host no longer sets. The result says which of the two it is.
+//! the host no longer sets. The result says which of the two it is, and
+//! [`Forbidden`] remembers where dry runs are refused, so that each kind
+//! of each cluster is asked once.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 
 use kube::Client;
 use kube::api::{Patch, PatchParams};
@@ -48,6 +53,24 @@ impl WouldApply {
     }
 }
 
+/// The kinds of the clusters where a dry run was refused (403).
+#[derive(Debug, Default)]
+pub struct Forbidden(Mutex<BTreeSet<String>>);
+
+impl Forbidden {
+    fn key(manifest: &Manifest) -> String {
+        format!("{} {} {}", manifest.cluster, manifest.api_version, manifest.kind)
+    }
+
+    fn contains(&self, manifest: &Manifest) -> bool {
+        self.0.lock().expect("not poisoned").contains(&Self::key(manifest))
+    }
+
+    fn insert(&self, manifest: &Manifest) {
+        self.0.lock().expect("not poisoned").insert(Self::key(manifest));
+    }
+}
+
 /// What applying `manifest` (as `owner`'s, by `field_manager`) would change
 /// on its cluster.
 pub async fn would_apply(
@@ -55,6 +78,7 @@ pub async fn would_apply(
     manifest: &Manifest,
     owner: &Owner,
     field_manager: &str,
+    forbidden: &Forbidden,
 ) -> Result<WouldApply, Error> {
     let resource = api_resource(&manifest.api_version, &manifest.kind, &manifest.plural);
     let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
@@ -65,14 +89,24 @@ pub async fn would_apply(
     let desired = decorate(&manifest.object, owner)?;
     let live = api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", place()), e))?;
     let params = PatchParams::apply(field_manager).force().dry_run();
-    let (after, compared) = match api.patch(&manifest.name, &params, &Patch::Apply(&desired)).await {
-        Ok(after) => (to_value(&after, &place)?, Compared::ServerDryRun),
-        Err(kube::Error::Api(s)) if s.code == 403 => {
+    let dry_run = match forbidden.contains(manifest) {
+        true => None,
+        false => match api.patch(&manifest.name, &params, &Patch::Apply(&desired)).await {
+            Ok(after) => Some(to_value(&after, &place)?),
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                forbidden.insert(manifest);
+                None
+            }
+            Err(e) => return Err(Error::kube(format!("dry-running the apply of {}", place()), e)),
+        },
+    };
+    let (after, compared) = match dry_run {
+        Some(after) => (after, Compared::ServerDryRun),
+        None => {
             let mut laid = live.as_ref().map(|l| to_value(l, &place)).transpose()?.unwrap_or(Value::Null);
             lay_over(&mut laid, &desired);
             (laid, Compared::Client)
         }
-        Err(e) => return Err(Error::kube(format!("dry-running the apply of {}", place()), e)),
     };
     let Some(live) = live else { return Ok(WouldApply { create: true, fields: Vec::new(), compared }) };
     let before = comparable(to_value(&live, &place)?);
