@@ -525,7 +525,8 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                         (None, Some(percent)) => Cohort::Percent(percent),
                         (None, None) => anyhow::bail!("--plugin-canary needs --canary-selector or --canary-percent"),
                     };
-                    Some(controller::CanaryPlugin { planner, cohort, allowed_failures: args.canary_max_failures })
+                    let allowed_failures = args.canary_max_failures;
+                    Some(controller::CanaryPlugin { planner, cohort, allowed_failures, halt: Default::default() })
                 }
                 None => None,
             };

@@ -31,7 +31,7 @@ use crate::metrics::Metrics;
 use crate::plugin::plan::Planner;
 use crate::reconcile::access;
 use crate::reconcile::memory::Memory;
-use crate::reconcile::rollout::{Canary, Cohort, Rollout};
+use crate::reconcile::rollout::{Canary, Cohort, Halt, Rollout};
 use crate::reconcile::shared::{Clusters, Identity, Loaded, Shared, Watches};
 use crate::reconcile::status::StatusWriter;
 use crate::stores::blockers::Blockers;
@@ -297,6 +297,8 @@ pub struct CanaryPlugin {
     pub planner: Planner,
     pub cohort: Cohort,
     pub allowed_failures: usize,
+    /// Whether it was halted: shared by every controller start of `run`.
+    pub halt: Halt,
 }
 
 impl From<Planner> for Plugins {
@@ -329,8 +331,8 @@ pub fn check_canary(plugin: &Planner, canary: &Planner) -> Result<(), Error> {
 pub fn shared(plugins: impl Into<Plugins>, settings: &Settings, reached: Reached, metrics: Arc<Metrics>) -> Shared {
     let Plugins { plugin: planner, shadow, canary } = plugins.into();
     let Reached { platform, onboarding, onboarding_secret, platform_versions } = reached;
-    let canary =
-        canary.map(|c| Canary::new(Loaded::new(c.planner, platform_versions.clone()), c.cohort, c.allowed_failures));
+    let canary = canary
+        .map(|c| Canary::new(Loaded::new(c.planner, platform_versions.clone()), c.cohort, c.allowed_failures, c.halt));
     let rollout = Rollout { shadow, canary };
     let field_manager = settings.field_manager();
     let blockers = Blockers::new(planner.plugin.input_limit());

@@ -195,6 +195,12 @@ fn expression(term: &str) -> Result<Expression, String> {
     }
 }
 
+/// Why a canary was halted, once it was: kept across the controller's
+/// restarts in one process (new onboarding credentials, a new lease), so
+/// that a halted canary stays halted until the host restarts.
+#[derive(Debug, Clone, Default)]
+pub struct Halt(std::sync::Arc<Mutex<Option<String>>>);
+
 /// A canary component, its cohort, and whether it was halted.
 pub struct Canary {
     pub(crate) plugin: Loaded,
@@ -204,24 +210,24 @@ pub struct Canary {
     /// Cohort instances that failed by the canary, and why (the last time).
     failed: Mutex<BTreeMap<InstanceKey, String>>,
     /// Why it was halted, once it was.
-    halted: Mutex<Option<String>>,
+    halted: Halt,
     /// Told when it is halted: every instance is reconciled again.
     pub(crate) wake: Notify,
 }
 
 impl Canary {
-    pub fn new(plugin: Loaded, cohort: Cohort, allowed: usize) -> Self {
-        Canary { plugin, cohort, allowed, failed: Mutex::default(), halted: Mutex::default(), wake: Notify::new() }
+    pub fn new(plugin: Loaded, cohort: Cohort, allowed: usize, halted: Halt) -> Self {
+        Canary { plugin, cohort, allowed, failed: Mutex::default(), halted, wake: Notify::new() }
     }
 
     /// Whether it still reconciles its cohort.
     pub fn active(&self) -> bool {
-        self.halted.lock().expect("not poisoned").is_none()
+        self.halted.0.lock().expect("not poisoned").is_none()
     }
 
     /// Why it was halted, if it was.
     pub fn halted(&self) -> Option<String> {
-        self.halted.lock().expect("not poisoned").clone()
+        self.halted.0.lock().expect("not poisoned").clone()
     }
 
     /// Records a cohort instance's failure; why the canary is halted when
@@ -231,7 +237,7 @@ impl Canary {
         let instance = format!("{}/{}", key.0, key.1);
         let mut failed = self.failed.lock().expect("not poisoned");
         failed.insert(key, said.clone());
-        let mut halted = self.halted.lock().expect("not poisoned");
+        let mut halted = self.halted.0.lock().expect("not poisoned");
         if halted.is_some() || failed.len() <= self.allowed {
             return None;
         }

@@ -313,8 +313,12 @@ async fn a_canary_reconciles_its_cohort_and_is_halted_when_it_fails() {
     f.provider_config(json!([version_entry("v0.9.1"), version_entry("v0.8.0")])).await;
     let next = planner(plugins::load(KRO_NEXT, Limits::default()));
     let digest = next.plugin.digest().to_string();
-    let canary =
-        CanaryPlugin { planner: next, cohort: Cohort::selector("rollout=canary").unwrap(), allowed_failures: 0 };
+    let canary = CanaryPlugin {
+        planner: next,
+        cohort: Cohort::selector("rollout=canary").unwrap(),
+        allowed_failures: 0,
+        halt: Default::default(),
+    };
     let plugins = Plugins { plugin: planner(plugin()), shadow: None, canary: Some(canary) };
     let ctx = f.context_for(plugins, |_| {}).await;
     f.start_operator_on(std::sync::Arc::new(ctx));

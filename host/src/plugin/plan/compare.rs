@@ -29,9 +29,7 @@ impl Answer {
     pub fn of(result: Result<Result<CheckedPlan, PlanError>, Error>) -> Answer {
         match result {
             Ok(Ok(plan)) => Answer::Planned(plan),
-            Ok(Err(PlanError::InvalidInput(i))) => Answer::InvalidInput(i.message),
-            Ok(Err(PlanError::Transient(message))) => Answer::Transient(message),
-            Err(e) => Answer::Refused(crate::syntax::flat(&chain(&e))),
+            other => Answer::of_ref(&other),
         }
     }
 
