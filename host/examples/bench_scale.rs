@@ -286,6 +286,10 @@ struct Preview {
 /// from `wait4`).
 fn preview(host_binary: &Path, env: &TestEnv, plugin: &Path, cache: &Path) -> anyhow::Result<Preview> {
     let next = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO_NEXT);
+    // The shipped binary's built-in grant gives the kro identity to the
+    // shipped component only; the same grant by name serves both here.
+    let grant = cache.join("grant.yaml");
+    std::fs::write(&grant, service_provider_host::plugin::grant::DEFAULT)?;
     let started = Instant::now();
     let child = Command::new(host_binary)
         .env("KUBECONFIG", env.platform.kubeconfig_path())
@@ -296,6 +300,8 @@ fn preview(host_binary: &Path, env: &TestEnv, plugin: &Path, cache: &Path) -> an
         .arg(env.onboarding.kubeconfig_path())
         .arg("--plugin-cache-dir")
         .arg(cache)
+        .arg("--plugin-grant")
+        .arg(&grant)
         .arg("--plugin")
         .arg(&next)
         .arg("--current-plugin")
