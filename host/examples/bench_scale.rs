@@ -266,11 +266,14 @@ struct Result {
     peak_rss_kib: u64,
     peak_anon_kib: u64,
     cpu_seconds: f64,
-    /// `diff` of the next Kro version over the converged fleet.
-    preview: Preview,
+    /// `diff` of the next Kro version over the converged fleet: first with
+    /// the candidate compiled by it, then precompiled (its cache filled by
+    /// the first).
+    previews: [Preview; 2],
 }
 
 /// What `service-provider-host diff` took over the converged fleet.
+#[derive(Debug, Clone, Copy)]
 struct Preview {
     took: Duration,
     peak_rss_kib: u64,
@@ -450,8 +453,8 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
     eprintln!("bench-scale: {n} Ready in {ready:?}; steady-state window of {STEADY_WINDOW:?}");
     tokio::time::sleep(STEADY_WINDOW).await;
     let steady_end = requests(metrics_port)?;
-    let preview = preview(host_binary, &env, plugin, &cache)?;
-    eprintln!("bench-scale: diff of the next version over {n} instances in {:?}", preview.took);
+    let previews = [preview(host_binary, &env, plugin, &cache)?, preview(host_binary, &env, plugin, &cache)?];
+    eprintln!("bench-scale: diff of the next version over {n} instances in {:?}", previews.map(|p| p.took));
 
     // One request deletes them all, as creation starts them all at once:
     // 500 DELETEs one after another would time the benchmark's own client.
@@ -490,7 +493,7 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         peak_rss_kib,
         peak_anon_kib,
         cpu_seconds,
-        preview,
+        previews,
     })
 }
 
@@ -563,14 +566,21 @@ fn table(results: &[Result]) -> String {
         ));
     }
     for r in results {
-        let p = &r.preview;
+        let [cold, warm] = &r.previews;
+        let said = |p: &Preview| {
+            format!(
+                "{:.1} s, peak RSS {:.1} MiB, {:.1} CPU s, exit code {:?}",
+                p.took.as_secs_f64(),
+                p.peak_rss_kib as f64 / 1024.0,
+                p.cpu_seconds,
+                p.code
+            )
+        };
         out.push_str(&format!(
-            "\nN = {}: `diff` of the next Kro version over the converged fleet (read-only, a process of its own): {:.1} s, peak RSS {:.1} MiB, {:.1} CPU s, exit code {:?}; beside create → all Ready in {:.1} s and the host's peak RSS of {:.1} MiB\n",
+            "\nN = {}: `diff` of the next Kro version over the converged fleet (read-only, a process of its own): {} compiling the candidate, {} with it precompiled; beside create → all Ready in {:.1} s and the host's peak RSS of {:.1} MiB\n",
             r.instances,
-            p.took.as_secs_f64(),
-            p.peak_rss_kib as f64 / 1024.0,
-            p.cpu_seconds,
-            p.code,
+            said(cold),
+            said(warm),
             r.ready.as_secs_f64(),
             r.peak_rss_kib as f64 / 1024.0,
         ));
