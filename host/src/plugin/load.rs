@@ -99,7 +99,7 @@ pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
         return Err(LoadError::Missing { path: path.to_path_buf(), found: components_beside(path) });
     }
     let component = source.fetch(load.registry).await?;
-    let sandbox = Sandbox::new().map_err(LoadError::Engine)?;
+    let sandbox = Sandbox::shared().map_err(LoadError::Engine)?;
     let plugin = match sandbox.load(&component.wasm, load.cache_dir, load.limits).await {
         // The cache cannot be written (a read-only image whose artifacts
         // were compiled for another CPU): compile in memory instead.
@@ -179,7 +179,7 @@ pub async fn precompile(
     if sources.is_empty() {
         return Err(LoadError::Nothing);
     }
-    let sandbox = Sandbox::new().map_err(LoadError::Engine)?;
+    let sandbox = Sandbox::shared().map_err(LoadError::Engine)?;
     for source in sources {
         let started = Instant::now();
         let component = source.fetch(registry).await?;

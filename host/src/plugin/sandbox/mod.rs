@@ -105,6 +105,20 @@ fn pool() -> PoolingAllocationConfig {
 }
 
 impl Sandbox {
+    /// The process's sandbox: one engine (one instance pool, one epoch
+    /// ticker) however many components a command loads (the plugin, a
+    /// shadow, a canary, the current and the candidate of a preview).
+    pub fn shared() -> Result<Self, PluginError> {
+        static SHARED: std::sync::Mutex<Option<Sandbox>> = std::sync::Mutex::new(None);
+        let mut shared = SHARED.lock().expect("not poisoned");
+        if let Some(sandbox) = shared.as_ref() {
+            return Ok(sandbox.clone());
+        }
+        let sandbox = Sandbox::new()?;
+        *shared = Some(sandbox.clone());
+        Ok(sandbox)
+    }
+
     pub fn new() -> Result<Self, PluginError> {
         let mut config = Config::new();
         config.wasm_component_model(true);
