@@ -586,6 +586,7 @@ async fn diff(args: DiffArgs) -> anyhow::Result<std::process::ExitCode> {
         selector: args.selector,
         concurrency: args.concurrency as usize,
         candidate_provider_config,
+        page: controller::preview::LIST_PAGE,
     };
     let metrics = Metrics::new();
     let platform = clusters::platform_client_with(&metrics, clusters::Writes::Refused).await?;

@@ -28,7 +28,7 @@ use crate::reconcile::apply::dry_run::Forbidden;
 use crate::reconcile::preview::{self, Fleet, InstancePreview, Verdict};
 use crate::reconcile::read_provider_config;
 use crate::reconcile::shared::Loaded;
-use crate::resource::LIST_PAGE;
+pub use crate::resource::LIST_PAGE;
 
 /// How many instances are previewed at once: as many as the controller
 /// reconciles at once, so that a preview loads the API servers no more than
@@ -44,6 +44,8 @@ pub struct PreviewOptions {
     /// A ProviderConfig for the candidate to plan with instead of the live
     /// one (to preview a change of it).
     pub candidate_provider_config: Option<Value>,
+    /// Service objects listed (and held) at once.
+    pub page: u32,
 }
 
 /// One component, as the preview names it.
@@ -122,19 +124,27 @@ pub async fn preview(
         candidate: options.candidate_provider_config.as_ref().or(provider_config.as_ref()),
         forbidden: &forbidden,
     };
-    let objects =
-        service_objects(&ctx.clusters.onboarding, &ctx.plugin, settings.watch_namespace.as_deref(), options).await?;
-    let total = objects.len();
-    let mut done = 0;
-    let mut instances: Vec<InstancePreview> = futures::stream::iter(&objects)
-        .map(|object| preview::preview(&ctx, &candidate, object, &fleet))
-        .buffer_unordered(options.concurrency.max(1))
-        .inspect(|_| {
-            done += 1;
-            progress(done, total);
-        })
-        .collect()
-        .await;
+    // A page of service objects at a time, each previewed as soon as it is
+    // listed: memory follows the page, not the fleet.
+    let pages =
+        ServiceObjects::new(&ctx.clusters.onboarding, &ctx.plugin, settings.watch_namespace.as_deref(), options);
+    let mut instances: Vec<InstancePreview> = Vec::new();
+    let mut pages = std::pin::pin!(pages.stream());
+    while let Some(page) = pages.next().await {
+        let Page { objects, remaining } = page?;
+        let (before, mut done) = (instances.len(), instances.len());
+        let previewed: Vec<InstancePreview> = futures::stream::iter(&objects)
+            .map(|object| preview::preview(&ctx, &candidate, object, &fleet))
+            .buffer_unordered(options.concurrency.max(1))
+            .inspect(|_| {
+                done += 1;
+                progress(done, before + objects.len() + remaining);
+            })
+            .collect()
+            .await;
+        instances.extend(previewed);
+    }
+    let total = instances.len();
     instances.sort_by(|a, b| (a.verdict, &a.instance).cmp(&(b.verdict, &b.instance)));
     let mut counts = Counts { instances: total, ..Counts::default() };
     for i in &instances {
@@ -178,32 +188,55 @@ async fn onboarding(
     clusters::client_from_kubeconfig_with(&text, Cluster::Onboarding, metrics, Writes::Refused).await
 }
 
-/// The service objects to preview, a page at a time.
-async fn service_objects(
-    onboarding: &Client,
-    plugin: &Loaded,
-    namespace: Option<&str>,
-    options: &PreviewOptions,
-) -> Result<Vec<DynamicObject>, Error> {
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(onboarding.clone(), ns, &plugin.service),
-        None => Api::all_with(onboarding.clone(), &plugin.service),
-    };
-    let mut params = ListParams::default().limit(LIST_PAGE);
-    if let Some(selector) = &options.selector {
-        params = params.labels(selector);
-    }
-    let mut objects = Vec::new();
-    loop {
-        let page = api
-            .list(&params)
-            .await
-            .map_err(|e| Error::kube(format!("listing {} on the onboarding cluster", plugin.service.plural), e))?;
-        objects.extend(page.items);
-        match page.metadata.continue_.filter(|t| !t.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(objects),
+/// One page of service objects, and about how many are left after it.
+struct Page {
+    objects: Vec<DynamicObject>,
+    remaining: usize,
+}
+
+/// The service objects to preview, listed a page at a time.
+struct ServiceObjects {
+    api: Api<DynamicObject>,
+    params: ListParams,
+    plural: String,
+}
+
+impl ServiceObjects {
+    fn new(onboarding: &Client, plugin: &Loaded, namespace: Option<&str>, options: &PreviewOptions) -> Self {
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(onboarding.clone(), ns, &plugin.service),
+            None => Api::all_with(onboarding.clone(), &plugin.service),
+        };
+        let mut params = ListParams::default().limit(options.page.max(1));
+        if let Some(selector) = &options.selector {
+            params = params.labels(selector);
         }
+        ServiceObjects { api, params, plural: plugin.service.plural.clone() }
+    }
+
+    /// The pages, each without the objects' `managedFields` (a preview
+    /// never reads them; they are most of a listed object).
+    fn stream(self) -> impl futures::Stream<Item = Result<Page, Error>> {
+        futures::stream::try_unfold((self, Some(String::new())), |(this, token)| async move {
+            let Some(token) = token else { return Ok(None) };
+            let params = match token.is_empty() {
+                true => this.params.clone(),
+                false => this.params.clone().continue_token(&token),
+            };
+            let what = || format!("listing {} on the onboarding cluster", this.plural);
+            let list = this.api.list(&params).await.map_err(|e| Error::kube(what(), e))?;
+            let remaining = list.metadata.remaining_item_count.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+            let next = list.metadata.continue_.filter(|t| !t.is_empty());
+            let objects = list
+                .items
+                .into_iter()
+                .map(|mut o| {
+                    o.metadata.managed_fields = None;
+                    o
+                })
+                .collect();
+            Ok(Some((Page { objects, remaining }, (this, next))))
+        })
     }
 }
 

@@ -80,7 +80,9 @@ async fn fleet_preview(f: &Fixture, next: bool, metrics: &std::sync::Arc<Metrics
         true => planner(plugins::load(KRO_NEXT, Limits::default())),
         false => planner(plugin()),
     };
-    let options = PreviewOptions { selector: None, concurrency: preview::CONCURRENCY, candidate_provider_config: None };
+    // Pages of 7: the fleet is previewed page by page.
+    let options =
+        PreviewOptions { selector: None, concurrency: preview::CONCURRENCY, candidate_provider_config: None, page: 7 };
     preview::preview(planner(plugin()), candidate, &settings, platform, metrics.clone(), &options, |_, _| {})
         .await
         .expect("the preview")
