@@ -285,8 +285,8 @@ struct Preview {
 /// Runs `diff` of the next Kro version (`tests/plugins/kro-next`) against
 /// the plugin the host runs, as a process of its own under the platform
 /// kubeconfig, reaching the onboarding cluster through the access `run`
-/// was granted; its wall time, peak RSS and CPU (of that process alone,
-/// from `wait4`).
+/// was granted; its wall time, peak RSS (its own `VmHWM`) and CPU (from
+/// `wait4`).
 fn preview(host_binary: &Path, env: &TestEnv, plugin: &Path, cache: &Path) -> anyhow::Result<Preview> {
     let next = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO_NEXT);
     // The shipped binary's built-in grant gives the kro identity to the
@@ -313,18 +313,29 @@ fn preview(host_binary: &Path, env: &TestEnv, plugin: &Path, cache: &Path) -> an
         .spawn()
         .context("starting diff")?;
     let pid = child.id() as libc::pid_t;
+    // The peak RSS of the process itself: `VmHWM` of its own address space,
+    // read until it exits. (`wait4`'s `ru_maxrss` also counts the address
+    // space it was started from, this harness's.)
+    let mut peak_kib = 0;
     let mut status = 0;
     // SAFETY: an all-zero `rusage` is a valid value; `wait4` fills it for
     // the child just spawned, which nothing else waits for.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
-        bail!("waiting for diff: {}", std::io::Error::last_os_error());
+    loop {
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            peak_kib = peak_kib.max(status_kib(&text, "VmHWM").unwrap_or(0));
+        }
+        match unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) } {
+            0 => std::thread::sleep(Duration::from_millis(10)),
+            done if done == pid => break,
+            _ => bail!("waiting for diff: {}", std::io::Error::last_os_error()),
+        }
     }
     let took = started.elapsed();
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Preview {
         took,
-        peak_rss_kib: usage.ru_maxrss as u64,
+        peak_rss_kib: peak_kib,
         cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
         code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
     })
