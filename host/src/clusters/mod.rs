@@ -129,10 +129,11 @@ pub async fn client_from_operator_kubeconfig(
     yaml: &str,
     cluster: Cluster,
     metrics: &Arc<Metrics>,
+    writes: Writes,
 ) -> Result<Client, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml)
         .map_err(|source| AccessFailure::InvalidKubeconfig { cluster: cluster.to_string(), source })?;
-    from_kubeconfig(kubeconfig, cluster, metrics, None, Writes::Allowed).await
+    from_kubeconfig(kubeconfig, cluster, metrics, None, writes).await
 }
 
 async fn from_kubeconfig(

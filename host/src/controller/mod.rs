@@ -154,11 +154,11 @@ pub async fn onboarding(
     Onboarding::from_secret(platform, at, metrics).await
 }
 
-/// The development override, if given.
+/// The development override, if given (writing as `settings.writes` says).
 async fn operator_onboarding(settings: &Settings, metrics: &Arc<Metrics>) -> Result<Option<Client>, Error> {
     let Some(path) = &settings.onboarding_kubeconfig else { return Ok(None) };
     let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.clone(), source })?;
-    Ok(Some(clusters::client_from_operator_kubeconfig(&text, Cluster::Onboarding, metrics).await?))
+    Ok(Some(clusters::client_from_operator_kubeconfig(&text, Cluster::Onboarding, metrics, settings.writes).await?))
 }
 
 async fn request_onboarding(

@@ -19,7 +19,7 @@ use service_provider_sdk::contract::Cluster;
 
 use super::{Reached, Settings, shared};
 use crate::clusters::{self, Writes};
-use crate::error::{AccessFailure, Error};
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::plugin::grant::delta::{self, Delta};
 use crate::plugin::plan::Planner;
@@ -168,14 +168,8 @@ async fn onboarding(
     current: &Planner,
     metrics: &Arc<Metrics>,
 ) -> Result<Client, Error> {
-    if let Some(path) = &settings.onboarding_kubeconfig {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.clone(), source })?;
-        let config = kube::config::Kubeconfig::from_yaml(&text)
-            .map_err(|source| AccessFailure::InvalidKubeconfig { cluster: "onboarding".into(), source })?;
-        let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
-            .await
-            .map_err(|e| Error::kube("reading the onboarding kubeconfig", kube::Error::InferKubeconfig(e)))?;
-        return clusters::client_with(config, Cluster::Onboarding, metrics, None, Writes::Refused);
+    if let Some(client) = super::operator_onboarding(settings, metrics).await? {
+        return Ok(client);
     }
     let at = access::granted_onboarding_access(
         platform,

@@ -199,24 +199,30 @@ async fn previewed(
     let mut preview = InstancePreview::new(label.into(), Verdict::Unchanged, None);
     preview.current = Some(current.line());
     preview.candidate = Some(next.line());
-    // Step: what the candidate's answer would change.
-    let differences = compare::compare(&current, &next);
-    preview.status = differences.status.clone();
+    // Step: what the candidate's answer would change: its objects against
+    // what is live; against the current answer, its status, and what it no
+    // longer writes or newly copies.
+    let compare::Differences { added, removed, status, .. } = compare::compare(&current, &next);
+    preview.status = status;
     if let Some(plan) = next.plan() {
         let owner = instance.owner(&ctx.identity.provider_name);
-        for manifest in &plan.manifests {
+        for (manifest, key) in plan.manifests.iter().zip(plan.inventory_in_order()) {
             let client = reach.client(manifest.cluster).expect("checked by plan::check_plan");
             let would = would_apply(client, manifest, &owner, &ctx.identity.field_manager, fleet.forbidden).await?;
-            if let Some(change) = object_change(manifest_key(plan, manifest), would) {
+            if let Some(change) = object_change(key, would) {
                 preview.objects.push(change);
             }
         }
     }
     if let (Some(was), Some(now)) = (current.plan(), next.plan()) {
-        preview.objects.extend(no_longer_planned(was, now));
         let (was, now) = (copies(was), copies(now));
-        preview.copies_added = now.difference(&was).cloned().collect();
-        preview.copies_removed = was.difference(&now).cloned().collect();
+        preview.copies_added = added.into_iter().filter(|key| now.contains(key)).collect();
+        for key in removed {
+            match was.contains(&key) {
+                true => preview.copies_removed.push(key),
+                false => preview.objects.push(no_longer_planned(key)),
+            }
+        }
     }
     // Step: the token rules each AccessRequest would ask for.
     let mut requests = vec![(Target::ControlPlane, control_plane_request)];
@@ -263,17 +269,10 @@ async fn granted(
 ) -> Result<Option<(KubeconfigRef, DynamicObject)>, Error> {
     let request = instance_access(&ctx.plugin, instance, tenant, target);
     let Lookup::Found(live) = current_request(ctx, &request).await? else { return Ok(None) };
-    let at = match access::answer(&live) {
-        AccessAnswer::Granted(at) => Some(at),
-        AccessAnswer::Pending => access::previous_kubeconfig(&live),
-        AccessAnswer::Denied => None,
-    };
-    Ok(at.map(|at| (at, DynamicObject::clone(&live))))
-}
-
-fn manifest_key(plan: &CheckedPlan, manifest: &plan::Manifest) -> ObjectKey {
-    let at = plan.manifests.iter().position(|m| std::ptr::eq(m, manifest)).expect("a manifest of the plan");
-    plan.inventory_in_order().swap_remove(at)
+    match access::serving(&live) {
+        AccessAnswer::Granted(at) => Ok(Some((at, DynamicObject::clone(&live)))),
+        AccessAnswer::Pending | AccessAnswer::Denied => Ok(None),
+    }
 }
 
 fn object_change(object: ObjectKey, would: WouldApply) -> Option<ObjectChange> {
@@ -284,22 +283,15 @@ fn object_change(object: ObjectKey, would: WouldApply) -> Option<ObjectChange> {
     Some(ObjectChange { object, action, fields: would.fields, compared: Some(would.compared) })
 }
 
-/// The objects `was` plans and `now` does not: pruned after a switch
-/// (Namespaces kept).
-fn no_longer_planned(was: &CheckedPlan, now: &CheckedPlan) -> Vec<ObjectChange> {
-    let now = now.inventory();
-    let copies = copies(was);
-    was.inventory_in_order()
-        .into_iter()
-        .filter(|key| !now.contains(key) && !copies.contains(key))
-        .map(|object| {
-            let namespace = object.kind == "Namespace" && object.group.is_empty();
-            let action = if namespace { Action::Keep } else { Action::Prune };
-            ObjectChange { object, action, fields: Vec::new(), compared: None }
-        })
-        .collect()
+/// An object the current plan writes and the candidate's does not: pruned
+/// after a switch (a Namespace is kept).
+fn no_longer_planned(object: ObjectKey) -> ObjectChange {
+    let namespace = object.kind == "Namespace" && object.group.is_empty();
+    let action = if namespace { Action::Keep } else { Action::Prune };
+    ObjectChange { object, action, fields: Vec::new(), compared: None }
 }
 
+/// The copies of a plan, by target.
 fn copies(plan: &CheckedPlan) -> BTreeSet<ObjectKey> {
     let objects = plan.manifests.len();
     plan.inventory_in_order().into_iter().skip(objects).collect()
@@ -313,7 +305,7 @@ fn rule_changes(live: &DynamicObject, wanted: &[PolicyRule], cluster: Cluster) -
         Cluster::Workload => "workload",
         _ => "ControlPlane",
     };
-    let line = |r: &PolicyRule| delta::rules(name, std::slice::from_ref(r)).remove(0);
+    let line = |r: &PolicyRule| delta::token_rule(name, r);
     RuleChanges {
         added: wanted.iter().filter(|r| !live.contains(r)).map(line).collect(),
         removed: live.iter().filter(|r| !wanted.contains(r)).map(line).collect(),

@@ -139,11 +139,7 @@ pub(super) async fn obtain(
     let (live, just_requested) = (ensured.live, ensured.created);
     let what = what(request.target);
     // Until a changed spec is granted, the previous grant serves.
-    let answer = match access::answer(&live) {
-        Answer::Pending => access::previous_kubeconfig(&live).map_or(Answer::Pending, Answer::Granted),
-        other => other,
-    };
-    match answer {
+    match access::serving(&live) {
         Answer::Granted(at) => Ok(Obtained::Granted(at)),
         Answer::Denied => {
             Err(AccessFailure::Denied { what: format!("{what} access"), request: format!("AccessRequest {place}") }

@@ -225,11 +225,6 @@ impl Canary {
         self.halted.0.lock().expect("not poisoned").is_none()
     }
 
-    /// Why it was halted, if it was.
-    pub fn halted(&self) -> Option<String> {
-        self.halted.0.lock().expect("not poisoned").clone()
-    }
-
     /// Records a cohort instance's failure; why the canary is halted when
     /// this failure halts it.
     fn failed(&self, key: InstanceKey, error: &Error) -> Option<String> {

@@ -95,7 +95,12 @@ fn observations(d: &Descriptor) -> Vec<String> {
 
 /// Token rules as RBAC reads them.
 pub fn rules(cluster: &str, rules: &[PolicyRule]) -> Vec<String> {
-    rules.iter().map(|r| format!("{cluster} token rule {}", rule(r))).collect()
+    rules.iter().map(|r| token_rule(cluster, r)).collect()
+}
+
+/// One token rule of `cluster`'s, as the preview and the delta name it.
+pub fn token_rule(cluster: &str, r: &PolicyRule) -> String {
+    format!("{cluster} token rule {}", rule(r))
 }
 
 /// One RBAC rule on one line: groups, resources, names, verbs.

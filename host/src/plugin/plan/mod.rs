@@ -78,6 +78,18 @@ impl Manifest {
         group_of(&self.api_version)
     }
 
+    /// `<Kind> <namespace>/<name>` (or `<Kind> <name>`), for messages.
+    pub fn what(&self) -> String {
+        let at = self.namespace.as_ref().map_or(self.name.clone(), |ns| format!("{ns}/{}", self.name));
+        format!("{} {at}", self.kind)
+    }
+
+    /// [`Self::what`] and its cluster: `<Kind> <namespace>/<name> on the
+    /// <cluster> cluster`.
+    pub fn place(&self) -> String {
+        format!("{} on the {} cluster", self.what(), self.cluster)
+    }
+
     fn is_namespace(&self) -> bool {
         self.kind == "Namespace" && self.api_version == "v1"
     }

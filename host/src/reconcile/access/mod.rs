@@ -251,6 +251,16 @@ pub fn answer(request: &DynamicObject) -> Answer {
     }
 }
 
+/// Where an AccessRequest stands for the instance using it: its answer,
+/// except that while a changed spec is pending the grant of the previous
+/// one still serves ([`previous_kubeconfig`]).
+pub fn serving(request: &DynamicObject) -> Answer {
+    match answer(request) {
+        Answer::Pending => previous_kubeconfig(request).map_or(Answer::Pending, Answer::Granted),
+        other => other,
+    }
+}
+
 /// The grant an AccessRequest had for its previous spec, while the cluster
 /// provider has not yet granted the current one: the kubeconfig issued
 /// then still serves, so a change of the token rules (a take-over, a

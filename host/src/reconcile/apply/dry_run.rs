@@ -82,10 +82,7 @@ pub async fn would_apply(
 ) -> Result<WouldApply, Error> {
     let resource = api_resource(&manifest.api_version, &manifest.kind, &manifest.plural);
     let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
-    let place = || {
-        let at = manifest.namespace.as_ref().map_or(manifest.name.clone(), |ns| format!("{ns}/{}", manifest.name));
-        format!("{} {at} on the {} cluster", manifest.kind, manifest.cluster)
-    };
+    let place = || manifest.place();
     let desired = decorate(&manifest.object, owner)?;
     let live = api.get_opt(&manifest.name).await.map_err(|e| Error::kube(format!("reading {}", place()), e))?;
     let params = PatchParams::apply(field_manager).force().dry_run();

@@ -249,14 +249,7 @@ pub async fn apply(
     let resource = api_resource(&manifest.api_version, &manifest.kind, &manifest.plural);
     let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
     let desired = decorate(&manifest.object, owner)?;
-    let what = || {
-        format!(
-            "{} {}",
-            manifest.kind,
-            manifest.namespace.as_ref().map_or(manifest.name.clone(), |ns| format!("{ns}/{}", manifest.name))
-        )
-    };
-    let place = format!("{} on the {} cluster", what(), manifest.cluster);
+    let place = manifest.place();
     let live = match existing(&api, &manifest.name, cached, |o| Ok(o.clone()), &desired, field_manager, &place).await? {
         Existing::Created { bytes } => return Ok(Change::Written { bytes }),
         Existing::Live(live) => live,
@@ -272,7 +265,7 @@ pub async fn apply(
         adopted = Some(taken.map_err(|why| Error::conflict(&place, why))?);
     }
     let seen = live.metadata.clone();
-    let live = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", what()), e))?;
+    let live = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {}", manifest.what()), e))?;
     if adopted.is_none() && contains(&live, &desired) {
         return Ok(Change::Unchanged);
     }
