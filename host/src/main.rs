@@ -74,7 +74,8 @@ struct PushArgs {
 #[derive(Args, Clone)]
 struct RegistryArgs {
     /// Only load plugins from a registry whose digest this cosign public key
-    /// (PEM, ECDSA P-256) has signed; files are refused.
+    /// (PEM, ECDSA P-256) has signed; files are refused. A path, or the PEM
+    /// itself (a value starting with `-----BEGIN PUBLIC KEY-----`).
     #[arg(long, env = "PLUGIN_VERIFY_KEY")]
     plugin_verify_key: Option<PathBuf>,
     /// Development only: admit oci:// references by tag. A tag can be moved

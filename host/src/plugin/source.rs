@@ -39,7 +39,7 @@ impl PluginSource {
                     return Err(SourceError::Setup(format!(
                         "plugin {} is a file, and files carry no signature: with --plugin-verify-key {} only signed plugins from a registry (oci://…@sha256:…) load",
                         path.display(),
-                        key.display()
+                        oci::signature::key_name(key)
                     )));
                 }
                 let wasm = std::fs::read(path)

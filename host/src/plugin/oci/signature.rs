@@ -44,17 +44,34 @@ pub struct Key {
     path: String,
 }
 
+/// How a `--plugin-verify-key` value starts when it is the key itself
+/// rather than a file's path: a ServiceProvider's `env` can then carry the
+/// (public) key, with no ConfigMap to mount.
+const INLINE_PEM: &str = "-----BEGIN PUBLIC KEY-----";
+
+/// The key's name in messages: its path, or `inline PEM` for the key given
+/// as the value itself (never the PEM in a log line).
+pub fn key_name(path: &std::path::Path) -> String {
+    match path.to_str() {
+        Some(text) if text.trim_start().starts_with(INLINE_PEM) => "(inline PEM)".into(),
+        _ => path.display().to_string(),
+    }
+}
+
 impl Key {
+    /// The key from a PEM file, or from the value itself when that is PEM.
     pub fn load(path: &std::path::Path) -> Result<Self, String> {
-        let pem = std::fs::read_to_string(path)
-            .map_err(|e| format!("reading plugin verification key {}: {e}", path.display()))?;
+        let name = key_name(path);
+        let pem = match path.to_str() {
+            Some(text) if text.trim_start().starts_with(INLINE_PEM) => text.to_string(),
+            _ => std::fs::read_to_string(path).map_err(|e| format!("reading plugin verification key {name}: {e}"))?,
+        };
         let key = VerifyingKey::from_public_key_pem(pem.trim()).map_err(|e| {
             format!(
-                "plugin verification key {} is not an ECDSA P-256 public key in PEM (what cosign generate-key-pair writes): {e}",
-                path.display()
+                "plugin verification key {name} is not an ECDSA P-256 public key in PEM (what cosign generate-key-pair writes): {e}"
             )
         })?;
-        Ok(Self { key, path: path.display().to_string() })
+        Ok(Self { key, path: name })
     }
 }
 
