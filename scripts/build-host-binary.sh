@@ -18,22 +18,33 @@
 # and the digests are part of the cache key and written next to the binary
 # (`shipped-plugins`), where build-image.sh checks what it copies.
 #
+# One argument picks the architecture: x86_64 (the default) or aarch64, both
+# `<arch>-unknown-linux-musl`. aarch64 is cross-built with cargo-zigbuild
+# (scripts/cross-toolchain.sh); its binary runs here under qemu-user-static.
+#
 # stdout carries only the `export …` line (eval it); progress goes to stderr.
 #
-#   eval "$(scripts/build-host-binary.sh)"   # exports SERVICE_PROVIDER_HOST_BINARY
+#   eval "$(scripts/build-host-binary.sh)"           # SERVICE_PROVIDER_HOST_BINARY
+#   eval "$(scripts/build-host-binary.sh aarch64)"   # SERVICE_PROVIDER_HOST_BINARY_AARCH64
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 cache="${SPH_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/service-provider-host/image}"
-triple=x86_64-unknown-linux-musl
+arch="${1:-x86_64}"
+case "$arch" in
+  x86_64) variable=SERVICE_PROVIDER_HOST_BINARY ;;
+  aarch64) variable=SERVICE_PROVIDER_HOST_BINARY_AARCH64 ;;
+  *) echo "build-host-binary: unknown architecture $arch (x86_64 or aarch64)" >&2; exit 2 ;;
+esac
+triple="$arch-unknown-linux-musl"
 profile=production
 log() { echo "build-host-binary: $*" >&2; }
 
 for tool in cargo sha256sum; do
   command -v "$tool" >/dev/null || { log "$tool is required"; exit 1; }
 done
-if ! command -v musl-gcc >/dev/null && ! command -v x86_64-linux-musl-gcc >/dev/null; then
+if [ "$arch" = x86_64 ] && ! command -v musl-gcc >/dev/null && ! command -v x86_64-linux-musl-gcc >/dev/null; then
   log "a musl C compiler is required for ring and psm (Debian: apt-get install musl-tools)"
   exit 1
 fi
@@ -79,15 +90,27 @@ else
   log "cache miss ($key): $profile build for $triple"
   rustup target add "$triple" >&2
   started=$SECONDS
+  build=(build)
+  if [ "$arch" != x86_64 ]; then
+    eval "$(bash "$root/scripts/cross-toolchain.sh")"
+    build=(zigbuild)
+  fi
   CARGO_TARGET_DIR="$cache/cargo-target-$toolchain" \
-    cargo build --locked --profile "$profile" --target "$triple" -p service-provider-host --bin service-provider-host >&2
+    cargo "${build[@]}" --locked --profile "$profile" --target "$triple" -p service-provider-host --bin service-provider-host >&2
   mkdir -p "$(dirname "$binary")"
   printf '%s\n' "${pins[@]}" >"$(dirname "$binary")/shipped-plugins"
+  echo "$triple" >"$(dirname "$binary")/triple"
   cp "$cache/cargo-target-$toolchain/$triple/$profile/service-provider-host" "$binary.tmp"
   mv "$binary.tmp" "$binary"
   log "built in $((SECONDS - started))s"
-  # Keep the three newest binaries and only the current toolchain's target dir.
-  ls -1dt "$cache"/bin/*/ 2>/dev/null | tail -n +4 | xargs -r rm -rf
+  # Keep the three newest binaries of each architecture and only the current
+  # toolchain's target dir.
+  declare -A kept=()
+  while read -r dir; do
+    built="$(cat "$dir/triple" 2>/dev/null || echo x86_64-unknown-linux-musl)"
+    kept[$built]=$((${kept[$built]:-0} + 1))
+    [ "${kept[$built]}" -le 3 ] || rm -rf "$dir"
+  done < <(ls -1dt "$cache"/bin/*/ 2>/dev/null)
   find "$cache" -maxdepth 1 -name 'cargo-target-*' ! -name "cargo-target-$toolchain" -exec rm -rf {} +
 fi
-echo "export SERVICE_PROVIDER_HOST_BINARY=$binary"
+echo "export $variable=$binary"

@@ -222,3 +222,79 @@ async fn the_image_runs_the_go_port_of_kro_from_the_registry() {
     eprintln!("resident memory of the image's host with go-kro: {:?} KiB", replica.process.rss_kib());
     assert!(replica.terminate().success(), "the image's process stops cleanly on SIGTERM");
 }
+
+/// The arm64 binary (`SERVICE_PROVIDER_HOST_BINARY_AARCH64`, exported by
+/// scripts/build-image.sh), run under qemu-user-static: it renders the seed
+/// example exactly as this build does, and runs `init` and `run` through a
+/// Kro's lifecycle on the test clusters.
+#[tokio::test]
+async fn the_arm64_binary_renders_and_serves_a_kro_under_emulation() {
+    let Some(binary) = std::env::var_os("SERVICE_PROVIDER_HOST_BINARY_AARCH64").map(std::path::PathBuf::from) else {
+        let required = std::env::var("SERVICE_PROVIDER_HOST_REQUIRE_IMAGE").is_ok_and(|v| v == "1");
+        assert!(!required, "SERVICE_PROVIDER_HOST_BINARY_AARCH64 is not set: build it with scripts/build-image.sh");
+        eprintln!("skipped: SERVICE_PROVIDER_HOST_BINARY_AARCH64 is not set (eval \"$(scripts/build-image.sh)\")");
+        return;
+    };
+    // An ELF for aarch64 (e_machine 183), not this machine's.
+    let header = std::fs::read(&binary).expect("the arm64 binary");
+    assert_eq!(u16::from_le_bytes([header[18], header[19]]), 183, "{} is not an aarch64 binary", binary.display());
+    // No binfmt_misc here: the emulator is named, in a wrapper the
+    // launcher starts as the binary.
+    let dir = testbed::process::RunDir::create("arm64").expect("a run directory");
+    let wrapper = dir.path().join("service-provider-host");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec qemu-aarch64-static {} \"$@\"\n", binary.display())).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let emulated = Launcher::Binary(wrapper);
+    let native = Launcher::Binary(env!("CARGO_BIN_EXE_service-provider-host").into());
+
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let render: Vec<OsString> = vec![
+        "render".into(),
+        "--plugin".into(),
+        plugins::plugin_path(KRO).into(),
+        "--object".into(),
+        examples.join("kro.yaml").into(),
+        "--provider-config".into(),
+        examples.join("providerconfig.yaml").into(),
+    ];
+    let nowhere = std::path::Path::new("/nonexistent");
+    let started = Instant::now();
+    let arm64 = emulated.command(&render, nowhere, &[]).output().await;
+    let took = started.elapsed();
+    assert!(arm64.status.success(), "render under emulation: {}", String::from_utf8_lossy(&arm64.stderr));
+    let here = native.command(&render, nowhere, &[]).output().await;
+    // The same plan and status, but for the moment each was made.
+    let timeless = |out: &[u8]| -> String {
+        let text = String::from_utf8_lossy(out);
+        text.lines().filter(|l| !l.trim_start().starts_with("lastTransitionTime:")).collect::<Vec<_>>().join("\n")
+    };
+    assert!(!arm64.stdout.is_empty());
+    assert_eq!(timeless(&arm64.stdout), timeless(&here.stdout), "the same plan");
+    eprintln!("render under qemu-aarch64-static: {took:?}");
+
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
+    let kubeconfig = f.env.platform.kubeconfig_path();
+    let providers: Api<DynamicObject> =
+        Api::all_with(f.platform.clone(), &service_provider_host::controller::init::service_provider_resource());
+    let sp: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+        "metadata": {"name": f.provider}, "spec": {"image": "service-provider-host:arm64"}
+    }))
+    .unwrap();
+    providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
+    let status = json!({"status": {"observedGeneration": 1, "phase": "Progressing"}});
+    providers.patch_status(&f.provider, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let kro = plugins::plugin_path(KRO).display().to_string();
+    let init = ["init", "--environment=test", "--verbosity=INFO", "--provider-name", &f.provider, "--plugin", &kro];
+    let out = emulated.command(&args(&init), &kubeconfig, &[("POD_NAMESPACE", &f.pod_ns)]).output().await;
+    assert!(out.status.success(), "init under emulation: {}", String::from_utf8_lossy(&out.stderr));
+
+    let replica = Replica::start(&emulated, &f, ReplicaOptions::new("arm64"));
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    let kro = f.wait_ready("mcp-01").await;
+    assert_eq!(ready(&kro)["reason"], "ReconcileSuccess", "{kro:#}");
+    f.delete_kro("mcp-01").await;
+    f.wait_gone("mcp-01").await;
+    assert!(replica.terminate().success(), "the arm64 host stops cleanly on SIGTERM");
+}

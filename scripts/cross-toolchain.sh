@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The cross toolchain for the arm64 host binary: zig as the C compiler and
+# linker for aarch64-unknown-linux-musl (ring's and psm's C and assembly),
+# driven by cargo-zigbuild. Both come from registries served here and are
+# pinned and cached by version:
+#   - zig from PyPI (the `ziglang` wheel, a Python venv under the cache);
+#   - cargo-zigbuild from crates.io (`cargo install --locked`).
+# Debian's cross gcc would do as well, but it brings glibc headers to a musl
+# build; zig carries musl's own headers for every target.
+#
+# stdout carries only `export PATH=…` (eval it); progress goes to stderr.
+#
+#   eval "$(scripts/cross-toolchain.sh)"   # cargo zigbuild --target aarch64-unknown-linux-musl
+set -euo pipefail
+
+zig_version=0.15.2
+zigbuild_version=0.24.1
+cache="${SPH_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/service-provider-host/tools}"
+log() { echo "cross-toolchain: $*" >&2; }
+
+venv="$cache/ziglang-$zig_version"
+if [ ! -f "$venv/.installed" ]; then
+  log "installing ziglang $zig_version from PyPI"
+  rm -rf "$venv"
+  python3 -m venv "$venv" >&2
+  "$venv/bin/pip" install -q "ziglang==$zig_version" >&2
+  touch "$venv/.installed"
+fi
+# cargo-zigbuild calls `zig`, or `python3 -m ziglang` when there is none.
+mkdir -p "$venv/shim"
+printf '#!/bin/sh\nexec "%s" -m ziglang "$@"\n' "$venv/bin/python3" >"$venv/shim/zig"
+chmod +x "$venv/shim/zig"
+
+zigbuild="$cache/cargo-zigbuild-$zigbuild_version"
+if [ ! -x "$zigbuild/bin/cargo-zigbuild" ]; then
+  log "installing cargo-zigbuild $zigbuild_version from crates.io"
+  cargo install --locked --quiet --version "$zigbuild_version" --root "$zigbuild" cargo-zigbuild >&2
+fi
+printf 'export PATH=%q:%q:"$PATH"\n' "$venv/shim" "$zigbuild/bin"
