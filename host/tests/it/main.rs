@@ -11,6 +11,7 @@
 mod binary;
 mod blast;
 mod component;
+mod delivery;
 mod deploy;
 mod flux;
 mod hostile;

@@ -26,8 +26,9 @@ const IMAGE_BINARY: &str = "/usr/local/bin/service-provider-host";
 pub enum Launcher {
     /// This build's binary (`env!("CARGO_BIN_EXE_service-provider-host")`).
     Binary(PathBuf),
-    /// The container image, run with buildah.
-    Image { image: String, storage: String },
+    /// The container image, run with buildah; from the storage under
+    /// `root` instead of buildah's own, if given.
+    Image { image: String, storage: String, root: Option<PathBuf> },
 }
 
 impl Launcher {
@@ -36,7 +37,7 @@ impl Launcher {
     pub fn image_from_env() -> Option<Launcher> {
         let image = std::env::var("SERVICE_PROVIDER_HOST_IMAGE").ok().filter(|s| !s.is_empty())?;
         let storage = std::env::var("BUILDAH_STORAGE").unwrap_or_else(|_| "vfs".into());
-        Some(Launcher::Image { image, storage })
+        Some(Launcher::Image { image, storage, root: None })
     }
 
     /// The path of a plugin as this launcher's process sees it: the build
@@ -84,16 +85,18 @@ impl Launcher {
                 command.envs(env.iter().copied());
                 Launched { command, container: None }
             }
-            Launcher::Image { image, storage } => {
+            Launcher::Image { image, storage, root } => {
                 let container = unique("sph");
+                let globals = buildah_globals(storage, root.as_deref());
                 let status = Command::new("buildah")
-                    .args(["--storage-driver", storage, "from", "--quiet", "--name", &container, image])
+                    .args(&globals)
+                    .args(["from", "--quiet", "--name", &container, image])
                     .stdout(Stdio::null())
                     .status()
                     .expect("buildah runs");
                 assert!(status.success(), "buildah from {image} failed");
                 let mut command = Command::new("buildah");
-                command.args(["--storage-driver", storage, "run", "--isolation", "chroot", "--network", "host"]);
+                command.args(&globals).args(["run", "--isolation", "chroot", "--network", "host"]);
                 command.arg("-v").arg(format!("{}:{IMAGE_KUBECONFIG}:ro", kubeconfig.display()));
                 for (here, there) in mounts {
                     command.arg("-v").arg(format!("{}:{there}", here.display()));
@@ -103,7 +106,7 @@ impl Launcher {
                     command.args(["-e", &format!("{key}={value}")]);
                 }
                 command.args([&container, "--", IMAGE_BINARY]).args(args);
-                Launched { command, container: Some((storage.clone(), container)) }
+                Launched { command, container: Some((globals, container)) }
             }
         }
     }
@@ -135,10 +138,22 @@ pub fn bench_host(
     Launcher::Binary(binary.to_path_buf()).command(&all, &env.platform.kubeconfig_path(), &vars).spawn(None)
 }
 
+/// buildah's global options for a storage driver and, if given, a storage
+/// of its own under `root`.
+pub fn buildah_globals(storage: &str, root: Option<&Path>) -> Vec<String> {
+    let mut globals = vec!["--storage-driver".to_string(), storage.to_string()];
+    if let Some(root) = root {
+        globals.extend(["--root".into(), root.join("storage").display().to_string()]);
+        globals.extend(["--runroot".into(), root.join("run").display().to_string()]);
+    }
+    globals
+}
+
 /// A command to run; removes its container (if any) when dropped.
 pub struct Launched {
     pub command: Command,
-    container: Option<(String, String)>,
+    /// buildah's global options and the container's name.
+    container: Option<(Vec<String>, String)>,
 }
 
 impl Launched {
@@ -163,9 +178,10 @@ impl Launched {
 
 impl Drop for Launched {
     fn drop(&mut self) {
-        if let Some((storage, container)) = self.container.take() {
+        if let Some((globals, container)) = self.container.take() {
             let _ = Command::new("buildah")
-                .args(["--storage-driver", &storage, "rm", &container])
+                .args(&globals)
+                .args(["rm", &container])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status();
