@@ -85,7 +85,11 @@ def signed_labels(labels):
 
 
 def normalise(descriptor):
-    """jsonNormalisation/v4alpha1: the signed fields as canonical JSON."""
+    """jsonNormalisation/v4alpha1: the signed fields as canonical JSON.
+
+    Sorted keys and no whitespace, which is RFC 8785 for what these
+    descriptors hold (ASCII text and integers; no floating-point numbers).
+    """
     component = dict(descriptor["component"])
     component.pop("repositoryContexts", None)
     component["provider"] = {"name": component["provider"]}

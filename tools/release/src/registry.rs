@@ -120,6 +120,36 @@ impl Registries {
         Ok(bytes)
     }
 
+    /// The children (of an index), layers and config of `manifest`, then
+    /// the manifest itself, from `from` to `to`.
+    async fn copy_contents(&self, from: &Reference, to: &Reference, manifest: &Manifest, json: &Value) -> Result<()> {
+        let mut blobs = Vec::new();
+        if let Some(children) = json["manifests"].as_array() {
+            for child in children {
+                let digest = child["digest"].as_str().context("an index entry without a digest")?;
+                check_digest(digest)?;
+                Box::pin(self.copy(&pinned(from, digest), &pinned(to, digest), None)).await?;
+            }
+        }
+        let mut descriptors: Vec<&Value> = json["layers"].as_array().map(|l| l.iter().collect()).unwrap_or_default();
+        descriptors.extend(json.get("config"));
+        for descriptor in descriptors {
+            let digest = descriptor["digest"].as_str().context("a layer without a digest")?;
+            let size = descriptor["size"].as_u64().unwrap_or(0) as usize;
+            if size > MAX_LAYER {
+                bail!("{from} has a layer of {size} bytes, more than {MAX_LAYER}");
+            }
+            // What the manifest says a layer has, and no byte more.
+            blobs.push(self.blob(from, digest, size).await?);
+        }
+        let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+        let pushed = self.push(to, &refs, &manifest.bytes, &manifest.media_type).await?;
+        if pushed != manifest.digest {
+            bail!("copying {from}: pushed {pushed}, not {}", manifest.digest);
+        }
+        Ok(())
+    }
+
     /// The digests of the artifacts of `artifact_type` that refer to `at`
     /// (pinned): the registry's referrers API, or the referrers tag schema
     /// (`sha256-<hex>`) where it has none.
@@ -182,31 +212,13 @@ impl Registries {
     pub async fn copy(&self, from: &Reference, to: &Reference, tag: Option<&str>) -> Result<String> {
         let manifest = self.manifest(from).await?;
         let json = manifest.json()?;
-        let mut blobs = Vec::new();
-        if let Some(children) = json["manifests"].as_array() {
-            for child in children {
-                let digest = child["digest"].as_str().context("an index entry without a digest")?;
-                let child_from = pinned(from, digest);
-                check_digest(digest)?;
-                Box::pin(self.copy(&child_from, &pinned(to, digest), None)).await?;
-            }
+        // There already (the image of a second component): the registry
+        // holds everything its manifest names; only tag it.
+        let there = self.manifest(&pinned(to, &manifest.digest)).await.is_ok_and(|t| t.digest == manifest.digest);
+        if !there {
+            self.copy_contents(from, to, &manifest, &json).await?;
         }
-        let mut descriptors: Vec<&Value> = json["layers"].as_array().map(|l| l.iter().collect()).unwrap_or_default();
-        descriptors.extend(json.get("config"));
-        for descriptor in descriptors {
-            let digest = descriptor["digest"].as_str().context("a layer without a digest")?;
-            let size = descriptor["size"].as_u64().unwrap_or(0) as usize;
-            if size > MAX_LAYER {
-                bail!("{from} has a layer of {size} bytes, more than {MAX_LAYER}");
-            }
-            // What the manifest says a layer has, and no byte more.
-            blobs.push(self.blob(from, digest, size).await?);
-        }
-        let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-        let pushed = self.push(to, &refs, &manifest.bytes, &manifest.media_type).await?;
-        if pushed != manifest.digest {
-            bail!("copying {from}: pushed {pushed}, not {}", manifest.digest);
-        }
+        let pushed = manifest.digest.clone();
         if let Some(tag) = tag {
             let tagged = Reference::with_tag(to.registry().into(), to.repository().into(), tag.into());
             self.push(&tagged, &[], &manifest.bytes, &manifest.media_type).await?;
