@@ -19,8 +19,9 @@
 #   OCM_PUBLIC_KEY  the public key landscapes trust: the components are checked with it
 #   FORCE=1         publish although the version is in the registry already
 #   INSECURE        a registry host reached over plain HTTP
-# Registry credentials come from the docker/podman config buildah, cosign and
-# the tool read (`buildah login`).
+# Registry credentials come from ~/.docker/config.json, which buildah, cosign,
+# the host's `plugin push` and the tool all read
+# (`buildah login --authfile ~/.docker/config.json <registry>`).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
