@@ -82,44 +82,6 @@ for arch in $arches; do
   binary="${!variable}"
   echo "$exports"
   key="$(basename "$(dirname "$binary")")"
-  context="$target_dir/image/$platform/context"
-  rm -rf "$context"
-  mkdir -p "$context/plugins" "$context/etc/ssl/certs"
-  cp "$binary" "$context/service-provider-host"
-  for entry in "${plugins[@]}"; do
-    IFS=: read -r name package file <<<"$entry"
-    [ -f "$target_dir/wasm32-wasip2/plugin/$file" ] && [[ " ${packages[*]} " == *" $package "* ]] &&
-      cp "$target_dir/wasm32-wasip2/plugin/$file" "$context/plugins/$name.wasm"
-  done
-  # The binary's built-in grant pins these exact bytes (build-host-binary.sh):
-  # an image whose plugins differ would refuse them.
-  while read -r pin; do
-    [ -n "$pin" ] || continue
-    name="${pin%%=*}"
-    digest="${pin#*=sha256:}"
-    copied="$context/plugins/$name.wasm"
-    if [ ! -f "$copied" ] || [ "$(sha256sum "$copied" | cut -d' ' -f1)" != "$digest" ]; then
-      log "plugins/$name.wasm is not the component the binary pins ($digest): rebuild with scripts/build-host-binary.sh"
-      exit 1
-    fi
-  done <"$(dirname "$binary")/shipped-plugins"
-  # Every plugin compiled once, by the image's own binary, into a cache the
-  # runtime user can read but not change: start-up then skips compiling.
-  # The binary's key covers the plugins it pins, so the compiled cache is
-  # kept next to it (under emulation it takes minutes).
-  precompiled="$(dirname "$binary")/precompiled"
-  if [ ! -d "$precompiled" ]; then
-    log "precompiling the $platform image's plugins${run:+ under ${run[0]}}"
-    rm -rf "$precompiled.tmp"
-    "${run[@]}" "$binary" precompile --plugin-cache-dir "$precompiled.tmp" "$context/plugins" >&2
-    mv "$precompiled.tmp" "$precompiled"
-  fi
-  cp -r "$precompiled" "$context/plugins/cache"
-  cp "$ca" "$context/etc/ssl/certs/ca-certificates.crt"
-  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin\n' \
-    >"$context/etc/passwd"
-  printf 'root:x:0:\nnonroot:x:65532:\n' >"$context/etc/group"
-
   tag="$image-$platform"
   # An image built from the same binary (its key covers the plugins and
   # their cache), Containerfile, CA bundle and commit is reused (the
@@ -130,29 +92,63 @@ for arch in $arches; do
     --format '{{index .OCIv1.Config.Labels "service-provider-host.image-key"}}' "$tag" 2>/dev/null || true)"
   if [ "$built_key" = "$image_key" ]; then
     log "image $tag is built from $image_key already"
-    tagged+=("$tag")
-    [ "$(uname -m)" != "$arch" ] || echo "export SERVICE_PROVIDER_HOST_IMAGE=$tag"
-    continue
+  else
+    context="$target_dir/image/$platform/context"
+    rm -rf "$context"
+    mkdir -p "$context/plugins" "$context/etc/ssl/certs"
+    cp "$binary" "$context/service-provider-host"
+    for entry in "${plugins[@]}"; do
+      IFS=: read -r name package file <<<"$entry"
+      [ -f "$target_dir/wasm32-wasip2/plugin/$file" ] && [[ " ${packages[*]} " == *" $package "* ]] &&
+        cp "$target_dir/wasm32-wasip2/plugin/$file" "$context/plugins/$name.wasm"
+    done
+    # The binary's built-in grant pins these exact bytes (build-host-binary.sh):
+    # an image whose plugins differ would refuse them.
+    while read -r pin; do
+      [ -n "$pin" ] || continue
+      name="${pin%%=*}"
+      digest="${pin#*=sha256:}"
+      copied="$context/plugins/$name.wasm"
+      if [ ! -f "$copied" ] || [ "$(sha256sum "$copied" | cut -d' ' -f1)" != "$digest" ]; then
+        log "plugins/$name.wasm is not the component the binary pins ($digest): rebuild with scripts/build-host-binary.sh"
+        exit 1
+      fi
+    done <"$(dirname "$binary")/shipped-plugins"
+    # Every plugin compiled once, by the image's own binary, into a cache the
+    # runtime user can read but not change: start-up then skips compiling.
+    # The binary's key covers the plugins it pins, so the compiled cache is
+    # kept next to it (under emulation it takes minutes).
+    precompiled="$(dirname "$binary")/precompiled"
+    if [ ! -d "$precompiled" ]; then
+      log "precompiling the $platform image's plugins${run:+ under ${run[0]}}"
+      rm -rf "$precompiled.tmp"
+      "${run[@]}" "$binary" precompile --plugin-cache-dir "$precompiled.tmp" "$context/plugins" >&2
+      mv "$precompiled.tmp" "$precompiled"
+    fi
+    cp -r "$precompiled" "$context/plugins/cache"
+    cp "$ca" "$context/etc/ssl/certs/ca-certificates.crt"
+    printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin\n' \
+      >"$context/etc/passwd"
+    printf 'root:x:0:\nnonroot:x:65532:\n' >"$context/etc/group"
+
+    previous="$(buildah --storage-driver "$storage" images --noheading --format '{{.ID}}' "$tag" 2>/dev/null || true)"
+    log "buildah bud $tag"
+    buildah --storage-driver "$storage" bud --isolation chroot --layers=false --platform "linux/$platform" \
+      --label "org.opencontainers.image.revision=$revision" \
+      --label "service-provider-host.image-key=$image_key" \
+      --label "org.opencontainers.image.version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -1)" \
+      --label "org.opencontainers.image.licenses=Apache-2.0" \
+      --label "service-provider-host.binary-key=$key" \
+      -f "$root/Containerfile" -t "$tag" "$context" >&2
+    current="$(buildah --storage-driver "$storage" images --noheading --format '{{.ID}}' "$tag")"
+    if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+      buildah --storage-driver "$storage" rmi "$previous" >/dev/null 2>&1 || true
+    fi
+    size="$(buildah --storage-driver "$storage" images --noheading --format '{{.Size}}' "$tag")"
+    log "image $tag ($current): $size"
   fi
-  previous="$(buildah --storage-driver "$storage" images --noheading --format '{{.ID}}' "$tag" 2>/dev/null || true)"
-  log "buildah bud $tag"
-  buildah --storage-driver "$storage" bud --isolation chroot --layers=false --platform "linux/$platform" \
-    --label "org.opencontainers.image.revision=$revision" \
-    --label "service-provider-host.image-key=$image_key" \
-    --label "org.opencontainers.image.version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -1)" \
-    --label "org.opencontainers.image.licenses=Apache-2.0" \
-    --label "service-provider-host.binary-key=$key" \
-    -f "$root/Containerfile" -t "$tag" "$context" >&2
-  current="$(buildah --storage-driver "$storage" images --noheading --format '{{.ID}}' "$tag")"
-  if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
-    buildah --storage-driver "$storage" rmi "$previous" >/dev/null 2>&1 || true
-  fi
-  size="$(buildah --storage-driver "$storage" images --noheading --format '{{.Size}}' "$tag")"
-  log "image $tag ($current): $size"
   tagged+=("$tag")
-  if [ "$(uname -m)" = "$arch" ]; then
-    echo "export SERVICE_PROVIDER_HOST_IMAGE=$tag"
-  fi
+  [ "$(uname -m)" != "$arch" ] || echo "export SERVICE_PROVIDER_HOST_IMAGE=$tag"
 done
 
 # --- the index over both ----------------------------------------------------------

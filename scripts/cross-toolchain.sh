@@ -15,25 +15,13 @@ set -euo pipefail
 
 zig_version=0.15.2
 zigbuild_version=0.24.1
-cache="${SPH_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/service-provider-host/tools}"
-log() { echo "cross-toolchain: $*" >&2; }
 
-venv="$cache/ziglang-$zig_version"
-if [ ! -f "$venv/.installed" ]; then
-  log "installing ziglang $zig_version from PyPI"
-  rm -rf "$venv"
-  python3 -m venv "$venv" >&2
-  "$venv/bin/pip" install -q "ziglang==$zig_version" >&2
-  touch "$venv/.installed"
-fi
+tool="$(dirname "${BASH_SOURCE[0]}")/cached-tool.sh"
+venv="$(bash "$tool" pypi ziglang "$zig_version")"
 # cargo-zigbuild calls `zig`, or `python3 -m ziglang` when there is none.
 mkdir -p "$venv/shim"
 printf '#!/bin/sh\nexec "%s" -m ziglang "$@"\n' "$venv/bin/python3" >"$venv/shim/zig"
 chmod +x "$venv/shim/zig"
 
-zigbuild="$cache/cargo-zigbuild-$zigbuild_version"
-if [ ! -x "$zigbuild/bin/cargo-zigbuild" ]; then
-  log "installing cargo-zigbuild $zigbuild_version from crates.io"
-  cargo install --locked --quiet --version "$zigbuild_version" --root "$zigbuild" cargo-zigbuild >&2
-fi
+zigbuild="$(bash "$tool" crates cargo-zigbuild "$zigbuild_version")"
 printf 'export PATH=%q:%q:"$PATH"\n' "$venv/shim" "$zigbuild/bin"

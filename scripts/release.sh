@@ -30,7 +30,6 @@ version="${1:?usage: release.sh <version> [<registry>]}"
 registry="${2:-}"
 log() { echo "release: $*" >&2; }
 started=$SECONDS
-tools="${SPH_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/service-provider-host/tools}"
 storage="${BUILDAH_STORAGE:-vfs}"
 # The providers: <name>:<cargo package>:<plugin file>.
 providers=("kro:guest-kro:guest_kro.wasm" "flux:guest-flux:guest_flux.wasm")
@@ -131,14 +130,7 @@ for entry in "${providers[@]}"; do
 done
 
 # --- verification: this tool, and an independent OCM implementation ------------------
-venv="$tools/gardener-ocm-1.2863.0"
-if [ ! -f "$venv/.installed" ]; then
-  log "installing gardener-ocm 1.2863.0 from PyPI"
-  rm -rf "$venv"
-  python3 -m venv "$venv" >&2
-  "$venv/bin/pip" install -q "gardener-ocm==1.2863.0" >&2
-  touch "$venv/.installed"
-fi
+venv="$(bash scripts/cached-tool.sh pypi gardener-ocm 1.2863.0)"
 # Checked with the key landscapes trust, not one derived from the signing key.
 ocm_pub="${OCM_PUBLIC_KEY:?OCM_PUBLIC_KEY: the public key landscapes verify the components with}"
 components=()
@@ -166,12 +158,7 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
 fi
 
 # --- SBOM and checksums ------------------------------------------------------------------
-cyclonedx_version=0.5.7
-cyclonedx="$tools/cargo-cyclonedx-$cyclonedx_version"
-if [ ! -x "$cyclonedx/bin/cargo-cyclonedx" ]; then
-  log "installing cargo-cyclonedx $cyclonedx_version from crates.io"
-  cargo install --locked --quiet --version "$cyclonedx_version" --root "$cyclonedx" cargo-cyclonedx >&2
-fi
+cyclonedx="$(bash scripts/cached-tool.sh crates cargo-cyclonedx 0.5.7)"
 PATH="$cyclonedx/bin:$PATH" cargo cyclonedx --manifest-path host/Cargo.toml --format json --spec-version 1.5 \
   --target x86_64-unknown-linux-musl --override-filename service-provider-host.cdx >&2
 mv host/service-provider-host.cdx.json "$out/service-provider-host.cdx.json"
