@@ -109,30 +109,20 @@ async fn publish(registry: &PluginRegistry, (index, storage): &(String, String),
             .collect();
     let cosign_key = std::fs::read_to_string(registry.key()).unwrap();
     let base = format!("{host}/components");
-    let at = ComponentRef::new(&base, COMPONENT, VERSION).unwrap();
     let parts = Parts {
-        at: at.clone(),
+        at: ComponentRef::new(&base, COMPONENT, VERSION).unwrap(),
         image,
         plugin_signature: component::signature_of(registries, &plugin).await.expect("the plugin's signature"),
         config: component::config(&plugin, &cosign_key).unwrap(),
         plugin,
         crds,
     };
-    let (mut descriptor, blobs) = component::build(&parts).unwrap();
     let (private, public) = release::sign::generate().unwrap();
-    release::sign::sign(&mut descriptor, "service-provider-host", &private).unwrap();
-    repository::push(registries, &at, &descriptor, &blobs).await.expect("the component is pushed");
+    component::publish(registries, &parts, &private, "service-provider-host").await.expect("the component is pushed");
 
     let root = ComponentRef::new(&base, ROOT, "1.0.0").unwrap();
-    let mut root_descriptor = release::descriptor::Descriptor::new(ROOT, "1.0.0", "example.org", &base);
-    root_descriptor.component.component_references.push(release::descriptor::ComponentReference {
-        name: "service-provider-kro".into(),
-        component_name: COMPONENT.into(),
-        version: VERSION.into(),
-        extra_identity: Vec::new(),
-        labels: Vec::new(),
-        digest: None,
-    });
+    let reference = ("service-provider-kro".to_string(), COMPONENT.to_string(), VERSION.to_string());
+    let root_descriptor = component::root(&root, &[reference]).unwrap();
     repository::push(registries, &root, &root_descriptor, &[]).await.expect("the root is pushed");
     Published { root, ocm_public_key: public }
 }
@@ -351,9 +341,9 @@ async fn install(
 /// refused: a local blob swapped in the registry (the configuration, say a
 /// plugin of the attacker's), a descriptor changed after signing, a key
 /// that did not sign it.
-async fn refuse_tampering(published: &Published, registries: &Registries, registry: &PluginRegistry) {
+async fn refuse_tampering(published: &Published, registries: &Registries) {
     let provider = landscape::resolve(registries, &published.root, "service-provider-kro").await.unwrap();
-    let (stranger, _) = (release::sign::generate().unwrap().1, ());
+    let (_, stranger) = release::sign::generate().unwrap();
     let e = release::sign::verify(&provider.stored.descriptor, "service-provider-host", &stranger).unwrap_err();
     assert!(e.to_string().contains("does not verify"), "{e}");
 
@@ -371,9 +361,7 @@ async fn refuse_tampering(published: &Published, registries: &Registries, regist
             *local_reference = evil_blob.digest();
         }
     }
-    let crds = provider.stored.descriptor.resource(&component::crds_resource(COMPONENT)).unwrap();
-    let release::descriptor::Access::LocalBlob { local_reference, .. } = &crds.access else { unreachable!() };
-    let crds_bytes = repository::local_blob(registries, &provider.at, &provider.stored, local_reference).await.unwrap();
+    let crds_bytes = landscape::local_blob(registries, &provider, &component::crds_resource(COMPONENT)).await.unwrap();
     let crds_blob = repository::LocalBlob { bytes: crds_bytes, media_type: "application/x-tar".into() };
     repository::push(registries, &at, &swapped, &[crds_blob, evil_blob]).await.unwrap();
     let tampered = landscape::Provider { stored: repository::get(registries, &at).await.unwrap(), at };
@@ -382,7 +370,6 @@ async fn refuse_tampering(published: &Published, registries: &Registries, regist
     let e = release::sign::verify(&tampered.stored.descriptor, "service-provider-host", &published.ocm_public_key)
         .unwrap_err();
     assert!(e.to_string().contains("was changed"), "a changed descriptor (its version): {e}");
-    let _ = registry;
 }
 
 /// A ServiceProvider with every pinned reference and key replaced by a
@@ -410,7 +397,7 @@ async fn a_kro_is_installed_from_its_ocm_component_through_openmcp_operator() {
     let registry = PluginRegistry::start().await;
     let registries = registries_for(&[&registry]);
     let published = publish(&registry, &index, &registries).await;
-    refuse_tampering(&published, &registries, &registry).await;
+    refuse_tampering(&published, &registries).await;
     install(&published, &registries, (&registry, registry.host()), &index.1).await;
 }
 

@@ -31,6 +31,22 @@ fn image() -> Option<Launcher> {
     launcher
 }
 
+/// The fixture's ServiceProvider running `image`, as openmcp-operator has
+/// reconciled it before its init Job runs; returns the ServiceProviders.
+async fn reconciled_service_provider(f: &Fixture, image: &str) -> Api<DynamicObject> {
+    let providers: Api<DynamicObject> =
+        Api::all_with(f.platform.clone(), &service_provider_host::controller::init::service_provider_resource());
+    let sp: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+        "metadata": {"name": f.provider}, "spec": {"image": image}
+    }))
+    .unwrap();
+    providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
+    let status = json!({"status": {"observedGeneration": 1, "phase": "Progressing"}});
+    providers.patch_status(&f.provider, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    providers
+}
+
 fn args(list: &[&str]) -> Vec<OsString> {
     list.iter().map(OsString::from).collect()
 }
@@ -69,16 +85,7 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
     assert!(!out.status.success() && stderr.contains("Permission denied"), "non-root, read-only: {stderr}");
 
     // init, as openmcp's init Job runs it (its ServiceProvider reconciled).
-    let providers: Api<DynamicObject> =
-        Api::all_with(f.platform.clone(), &service_provider_host::controller::init::service_provider_resource());
-    let sp: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
-        "metadata": {"name": f.provider}, "spec": {"image": "service-provider-host:test"}
-    }))
-    .unwrap();
-    providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
-    let status = json!({"status": {"observedGeneration": 1, "phase": "Progressing"}});
-    providers.patch_status(&f.provider, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let providers = reconciled_service_provider(&f, "service-provider-host:test").await;
     let init = [
         "init",
         "--environment=test",
@@ -274,16 +281,7 @@ async fn the_arm64_binary_renders_and_serves_a_kro_under_emulation() {
 
     let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
     let kubeconfig = f.env.platform.kubeconfig_path();
-    let providers: Api<DynamicObject> =
-        Api::all_with(f.platform.clone(), &service_provider_host::controller::init::service_provider_resource());
-    let sp: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
-        "metadata": {"name": f.provider}, "spec": {"image": "service-provider-host:arm64"}
-    }))
-    .unwrap();
-    providers.create(&PostParams::default(), &sp).await.expect("ServiceProvider");
-    let status = json!({"status": {"observedGeneration": 1, "phase": "Progressing"}});
-    providers.patch_status(&f.provider, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    reconciled_service_provider(&f, "service-provider-host:arm64").await;
     let kro = plugins::plugin_path(KRO).display().to_string();
     let init = ["init", "--environment=test", "--verbosity=INFO", "--provider-name", &f.provider, "--plugin", &kro];
     let out = emulated.command(&args(&init), &kubeconfig, &[("POD_NAMESPACE", &f.pod_ns)]).output().await;

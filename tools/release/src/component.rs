@@ -99,20 +99,8 @@ pub fn pinned_digest(reference: &str) -> Result<String> {
     parsed.digest().map(str::to_string).with_context(|| format!("{reference} is not pinned by digest (@sha256:…)"))
 }
 
-fn oci_resource(name: &str, kind: &str, version: &str, reference: &str) -> Result<Resource> {
-    Ok(Resource {
-        name: name.into(),
-        version: version.into(),
-        kind: kind.into(),
-        relation: "local".into(),
-        extra_identity: Default::default(),
-        labels: Vec::new(),
-        access: Access::OciArtifact { image_reference: reference.into() },
-        digest: Some(Digest::oci_artifact(&pinned_digest(reference)?)),
-    })
-}
-
-fn blob_resource(name: &str, kind: &str, version: &str, blob: &LocalBlob) -> Resource {
+/// A resource of the component's own (relation `local`).
+fn resource(name: &str, kind: &str, version: &str, access: Access, digest: Digest) -> Resource {
     Resource {
         name: name.into(),
         version: version.into(),
@@ -120,13 +108,20 @@ fn blob_resource(name: &str, kind: &str, version: &str, blob: &LocalBlob) -> Res
         relation: "local".into(),
         extra_identity: Default::default(),
         labels: Vec::new(),
-        access: Access::LocalBlob {
-            local_reference: blob.digest(),
-            media_type: blob.media_type.clone(),
-            reference_name: None,
-        },
-        digest: Some(Digest::generic_blob(&blob.digest())),
+        access,
+        digest: Some(digest),
     }
+}
+
+fn oci_resource(name: &str, kind: &str, version: &str, reference: &str) -> Result<Resource> {
+    let access = Access::OciArtifact { image_reference: reference.into() };
+    Ok(resource(name, kind, version, access, Digest::oci_artifact(&pinned_digest(reference)?)))
+}
+
+fn blob_resource(name: &str, kind: &str, version: &str, blob: &LocalBlob) -> Resource {
+    let access =
+        Access::LocalBlob { local_reference: blob.digest(), media_type: blob.media_type.clone(), reference_name: None };
+    resource(name, kind, version, access, Digest::generic_blob(&blob.digest()))
 }
 
 /// The descriptor (unsigned) and its local blobs.
@@ -150,4 +145,30 @@ pub fn build(parts: &Parts) -> Result<(Descriptor, Vec<LocalBlob>)> {
         blob_resource(CONFIG, CONFIG_TYPE, version, &config_blob),
     ];
     Ok((descriptor, vec![crds, config_blob]))
+}
+
+/// Builds, signs (signature `signature`, RSA key `sign_key` in PEM) and
+/// pushes a provider's component; returns its manifest digest.
+pub async fn publish(registries: &Registries, parts: &Parts, sign_key: &str, signature: &str) -> Result<String> {
+    let (mut descriptor, blobs) = build(parts)?;
+    crate::sign::sign(&mut descriptor, signature, sign_key)?;
+    crate::repository::push(registries, &parts.at, &descriptor, &blobs).await
+}
+
+/// A component of references only, `(reference name, component name,
+/// version)` each: what a landscape's root is.
+pub fn root(at: &ComponentRef, references: &[(String, String, String)]) -> Result<Descriptor> {
+    let mut descriptor = Descriptor::new(&at.name, &at.version, PROVIDER, &at.base);
+    for (name, component_name, version) in references {
+        ComponentRef::new(&at.base, component_name, version)?;
+        descriptor.component.component_references.push(crate::descriptor::ComponentReference {
+            name: name.clone(),
+            component_name: component_name.clone(),
+            version: version.clone(),
+            extra_identity: Vec::new(),
+            labels: Vec::new(),
+            digest: None,
+        });
+    }
+    Ok(descriptor)
 }

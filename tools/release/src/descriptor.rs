@@ -129,6 +129,14 @@ pub enum Access {
     },
 }
 
+impl Resource {
+    /// The digest the descriptor records for the resource's bytes, as
+    /// `sha256:<hex>`.
+    pub fn recorded_digest(&self) -> Option<String> {
+        self.digest.as_ref().map(|d| format!("sha256:{}", d.value))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Digest {

@@ -57,7 +57,7 @@ fn oci_reference(resource: &Resource) -> Result<&str> {
     match &resource.access {
         Access::OciArtifact { image_reference } => {
             let pinned = component::pinned_digest(image_reference)?;
-            let recorded = resource.digest.as_ref().map(|d| format!("sha256:{}", d.value));
+            let recorded = resource.recorded_digest();
             if recorded.as_deref() != Some(pinned.as_str()) {
                 bail!("resource {} points at {pinned}, its descriptor records {recorded:?}", resource.name);
             }
@@ -73,15 +73,16 @@ pub fn image(descriptor: &Descriptor) -> Result<String> {
     Ok(oci_reference(resource)?.to_string())
 }
 
-async fn local_blob(registries: &Registries, provider: &Provider, name: &str) -> Result<Vec<u8>> {
+/// The bytes of the local blob resource `name`, checked against the digest
+/// the descriptor records.
+pub async fn local_blob(registries: &Registries, provider: &Provider, name: &str) -> Result<Vec<u8>> {
     let resource =
         provider.stored.descriptor.resource(name).with_context(|| format!("{} has no resource {name}", provider.at))?;
     let Access::LocalBlob { local_reference, .. } = &resource.access else {
         bail!("resource {name} of {} is not a local blob", provider.at);
     };
     let bytes = repository::local_blob(registries, &provider.at, &provider.stored, local_reference).await?;
-    let recorded = resource.digest.as_ref().map(|d| format!("sha256:{}", d.value));
-    if recorded != Some(sha256(&bytes)) {
+    if resource.recorded_digest() != Some(sha256(&bytes)) {
         bail!("resource {name} of {} does not match the digest its descriptor records", provider.at);
     }
     Ok(bytes)

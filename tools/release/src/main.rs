@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use release::component::{self, Parts};
-use release::descriptor::{ComponentReference, Descriptor};
 use release::landscape;
 use release::registry::Registries;
 use release::repository::{self, ComponentRef};
@@ -105,22 +104,16 @@ fn read(path: &PathBuf) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// Checks a component version as read (`stored`): its signature, and each
+/// Checks a component version as read: its signature, and each
 /// resource's bytes in the registry against the digest it records.
-async fn verify(
-    registries: &Registries,
-    at: &ComponentRef,
-    stored: &repository::Stored,
-    key: &str,
-    signature: &str,
-) -> Result<()> {
-    sign::verify(&stored.descriptor, signature, key)?;
-    for resource in &stored.descriptor.component.resources {
-        let recorded = resource.digest.as_ref().map(|d| format!("sha256:{}", d.value));
+async fn verify(registries: &Registries, provider: &landscape::Provider, key: &str, signature: &str) -> Result<()> {
+    sign::verify(&provider.stored.descriptor, signature, key)?;
+    for resource in &provider.stored.descriptor.component.resources {
         match &resource.access {
             release::descriptor::Access::OciArtifact { image_reference } => {
                 let pinned: oci_client::Reference = image_reference.parse()?;
                 let manifest = registries.manifest(&pinned).await?;
+                let recorded = resource.recorded_digest();
                 if recorded.as_deref() != Some(manifest.digest.as_str()) {
                     bail!(
                         "resource {} is {} in the registry, {recorded:?} in the descriptor",
@@ -129,11 +122,9 @@ async fn verify(
                     );
                 }
             }
-            release::descriptor::Access::LocalBlob { local_reference, .. } => {
-                let bytes = repository::local_blob(registries, at, stored, local_reference).await?;
-                if recorded != Some(release::registry::sha256(&bytes)) {
-                    bail!("local blob of resource {} does not match its digest", resource.name);
-                }
+            // Read, and checked against the recorded digest.
+            release::descriptor::Access::LocalBlob { .. } => {
+                landscape::local_blob(registries, provider, &resource.name).await?;
             }
         }
     }
@@ -170,27 +161,19 @@ async fn main() -> Result<()> {
             let plugin_signature = component::signature_of(&registries, &plugin).await?;
             let config = component::config(&plugin, &read(&plugin_verify_key)?)?;
             let parts = Parts { at: at.clone(), image, plugin, plugin_signature, crds, config };
-            let (mut descriptor, blobs) = component::build(&parts)?;
-            sign::sign(&mut descriptor, &signature, &read(&sign_key)?)?;
-            let digest = repository::push(&registries, &at, &descriptor, &blobs).await?;
+            let digest = component::publish(&registries, &parts, &read(&sign_key)?, &signature).await?;
             println!("{at}@{digest}");
         }
         Command::Root { at, references } => {
             let at = ComponentRef::parse(&at)?;
-            let mut descriptor = Descriptor::new(&at.name, &at.version, component::PROVIDER, &at.base);
+            let mut parsed = Vec::new();
             for reference in references {
                 let (name, target) = reference.split_once('=').context("--reference <name>=<component>:<version>")?;
                 let (component_name, version) =
                     target.rsplit_once(':').context("--reference <name>=<component>:<version>")?;
-                descriptor.component.component_references.push(ComponentReference {
-                    name: name.into(),
-                    component_name: component_name.into(),
-                    version: version.into(),
-                    extra_identity: Vec::new(),
-                    labels: Vec::new(),
-                    digest: None,
-                });
+                parsed.push((name.to_string(), component_name.to_string(), version.to_string()));
             }
+            let descriptor = component::root(&at, &parsed)?;
             let digest = repository::push(&registries, &at, &descriptor, &[]).await?;
             println!("{at}@{digest}");
         }
@@ -205,9 +188,9 @@ async fn main() -> Result<()> {
         }
         Command::Verify { at, key, signature } => {
             let at = ComponentRef::parse(&at)?;
-            let stored = repository::get(&registries, &at).await?;
-            verify(&registries, &at, &stored, &read(&key)?, &signature).await?;
-            let resources = stored.descriptor.component.resources.len();
+            let provider = landscape::Provider { stored: repository::get(&registries, &at).await?, at: at.clone() };
+            verify(&registries, &provider, &read(&key)?, &signature).await?;
+            let resources = provider.stored.descriptor.component.resources.len();
             eprintln!("{at}: signature {signature} and {resources} resource digests verified");
         }
         Command::Get { at } => {
@@ -219,7 +202,7 @@ async fn main() -> Result<()> {
             let provider = landscape::resolve(&registries, &root, &format!("service-provider-{name}")).await?;
             // What is checked is what is used: the descriptor read once.
             if let Some(key) = &verify_key {
-                verify(&registries, &provider.at, &provider.stored, &read(key)?, "service-provider-host").await?;
+                verify(&registries, &provider, &read(key)?, "service-provider-host").await?;
             }
             let image = landscape::image(&provider.stored.descriptor)?;
             if let Some(out) = crds_out {

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use anyhow::{Context, Result, bail};
 use oci_client::Reference;
 
-use crate::descriptor::{Access, RepositoryContext, Resource};
+use crate::descriptor::{Access, RepositoryContext};
 use crate::registry::{Registries, pinned, sha256};
 use crate::repository::{self, ComponentRef, LocalBlob, split_base};
 use crate::sign;
@@ -49,12 +49,6 @@ pub struct Options {
     /// Check the signature (name, RSA public key PEM) of each component that
     /// has resources before anything of it is copied.
     pub verify: Option<(String, String)>,
-}
-
-/// The digest a resource's descriptor entry records, as `sha256:<hex>`.
-fn recorded(resource: &Resource) -> Result<String> {
-    let digest = resource.digest.as_ref().with_context(|| format!("resource {} records no digest", resource.name))?;
-    Ok(format!("sha256:{}", digest.value))
 }
 
 /// Copies `from` (and the components it references) under `to_base`;
@@ -101,7 +95,8 @@ async fn transfer_one(
     let own_registry = split_base(&from.base).0;
     let mut blobs = Vec::new();
     for resource in &mut descriptor.component.resources {
-        let expected = recorded(resource)?;
+        let expected =
+            resource.recorded_digest().with_context(|| format!("resource {} records no digest", resource.name))?;
         match &mut resource.access {
             Access::OciArtifact { image_reference } => {
                 let source: Reference = image_reference.parse()?;
@@ -141,8 +136,8 @@ async fn transfer_one(
         }
     }
     descriptor.component.repository_contexts.push(RepositoryContext::oci(to_base));
+    let now = sign::digest(&descriptor)?;
     for signature in &descriptor.signatures {
-        let now = sign::digest(&descriptor)?;
         if signature.digest.value != now.value {
             bail!("transferring {from} would break signature {}", signature.name);
         }
