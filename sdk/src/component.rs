@@ -7,7 +7,7 @@
 pub mod bindings {
     wit_bindgen::generate!({
         world: "plugin",
-        path: "../wit/v0.2.0",
+        path: "wit",
         pub_export_macro: true,
         default_bindings_module: "service_provider_sdk::component::bindings",
     });

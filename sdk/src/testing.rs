@@ -3,14 +3,19 @@
 //! give the same answer natively and through the component. A plugin keeps
 //! its cases behind a cargo feature (e.g. `test-cases`) so they are not
 //! compiled into the component.
+//!
+//! Cases leave a language as JSON ([`Fixture`], an array of them in a file
+//! such as `testdata/cases.json`): [`check_shared`] runs such a file through
+//! a provider natively, Go's `sptest.Run` does the same in `go test`, and
+//! `service-provider-host plugin test` runs it through the component.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::contract::{CleanupPlan, Context, Input, KubeconfigRef, Plan, PlanError, Provider};
 use crate::names;
 
 /// Which call a case makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Call {
     Plan,
@@ -64,6 +69,82 @@ impl<'a> Fixture<'a> {
             Err(error) => Answer::Err(error),
         };
         Fixture { name: case.name, call: case.call, input: &case.input, expected }
+    }
+}
+
+/// One case as read from a shared file: a named input and the answer it
+/// must get, `{"ok": …}` or `{"err": …}` in the JSON form of [`Answer`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct SharedCase {
+    pub name: String,
+    pub call: Call,
+    pub input: Input,
+    pub expected: serde_json::Value,
+}
+
+/// Reads a JSON array of cases ([`Fixture`]'s form).
+pub fn shared_cases(json: &str) -> Result<Vec<SharedCase>, String> {
+    let cases: Vec<SharedCase> = serde_json::from_str(json).map_err(|e| format!("the cases are not valid: {e}"))?;
+    match cases.is_empty() {
+        true => Err("the file holds no cases".into()),
+        false => Ok(cases),
+    }
+}
+
+/// What `P` answers to `case`, in the form of [`SharedCase::expected`].
+pub fn answer<P: Provider>(case: &SharedCase) -> serde_json::Value {
+    let answer = match case.call {
+        Call::Plan => P::plan(&case.input).map(Outcome::Plan),
+        Call::Cleanup => P::cleanup(&case.input).map(Outcome::Cleanup),
+    };
+    let answer = match answer {
+        Ok(outcome) => Answer::Ok(outcome),
+        Err(error) => Answer::Err(error),
+    };
+    serde_json::to_value(answer).expect("contract types serialize")
+}
+
+/// Whether two answers are the same JSON value, each object `manifest`
+/// compared as the JSON document it holds (the contract promises documents,
+/// not their key order or spacing).
+pub fn same_answer(want: &serde_json::Value, got: &serde_json::Value) -> bool {
+    parse_manifests(want.clone()) == parse_manifests(got.clone())
+}
+
+fn parse_manifests(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, field)| match (key.as_str(), field) {
+                    ("manifest", Value::String(text)) => {
+                        let parsed = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                        (key, parsed)
+                    }
+                    (_, field) => (key, parse_manifests(field)),
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(parse_manifests).collect()),
+        other => other,
+    }
+}
+
+/// Runs every case of a shared file through `P` natively; the error names
+/// each case whose answer differs, with both answers.
+pub fn check_shared<P: Provider>(json: &str) -> Result<usize, String> {
+    let cases = shared_cases(json)?;
+    let differing: Vec<String> = cases
+        .iter()
+        .filter_map(|case| {
+            let got = answer::<P>(case);
+            (!same_answer(&case.expected, &got))
+                .then(|| format!("case {:?}: answers differ\nwant: {}\n got: {got}", case.name, case.expected))
+        })
+        .collect();
+    match differing.is_empty() {
+        true => Ok(cases.len()),
+        false => Err(differing.join("\n")),
     }
 }
 
