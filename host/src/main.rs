@@ -16,7 +16,7 @@ use service_provider_host::controller::{self, Endpoints, InitOptions, Settings};
 use service_provider_host::metrics::Metrics;
 use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::{Limits, Sandbox};
-use service_provider_host::plugin::{load, oci};
+use service_provider_host::plugin::{author, load, oci};
 use service_provider_host::reconcile::rollout::Cohort;
 use service_provider_host::render::{self, Request};
 
@@ -58,6 +58,23 @@ enum PluginCommand {
     /// digest-pinned reference to give --plugin (sign that digest with
     /// `cosign sign --key`).
     Push(PushArgs),
+    /// Start a plugin: write a working one (its CRDs, grant, native tests,
+    /// shared cases, build and render example) into a new directory.
+    New(NewArgs),
+    /// Make a component of a core Wasm module built for WASI preview 1 (what
+    /// `GOOS=wasip1 go build -buildmode=c-shared` writes).
+    Componentize(ComponentizeArgs),
+    /// Show what a component is and asks for: contract version, digests,
+    /// identity, capabilities, observations, token rules, CRDs.
+    Inspect(InspectArgs),
+    /// Print the grant that gives a component exactly what it asks for, its
+    /// identity pinned to the component's digest: what the author hands the
+    /// platform team to review.
+    Grant(GrantArgs),
+    /// Run a component through the conformance checks every plugin must
+    /// pass, with its shared cases (the JSON the SDKs' tests read); exits 1
+    /// when a check fails.
+    Test(TestArgs),
 }
 
 #[derive(Args)]
@@ -67,7 +84,83 @@ struct PushArgs {
     /// Where to push it: oci://<registry>/<repository>:<tag>.
     target: String,
     #[command(flatten)]
+    registry: RegistryAccess,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Language {
+    Rust,
+    Go,
+}
+
+#[derive(Args)]
+struct NewArgs {
+    /// The plugin's name: lowercase letters, digits and '-' (it names the
+    /// service kind, its API group and the directory).
+    name: String,
+    /// The language to write it in.
+    #[arg(long)]
+    lang: Language,
+    /// Where to write it (must not exist, or be empty); default: ./<name>.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ComponentizeArgs {
+    /// The core module.
+    core: PathBuf,
+    /// The component to write.
+    out: PathBuf,
+}
+
+/// A component to read: a file, or a digest-pinned registry reference.
+#[derive(Args)]
+struct ComponentArgs {
+    /// A component file (.wasm), or oci://<registry>/<repository>@sha256:<digest>.
+    plugin: String,
+    #[command(flatten)]
     registry: RegistryArgs,
+}
+
+impl ComponentArgs {
+    async fn load(&self) -> anyhow::Result<(service_provider_host::plugin::sandbox::Plugin, Option<String>)> {
+        Ok(load::component(&self.plugin, &self.registry.options(None), Limits::default()).await?)
+    }
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    #[command(flatten)]
+    component: ComponentArgs,
+    #[arg(short, long, value_enum, default_value = "yaml")]
+    output: Output,
+}
+
+#[derive(Args)]
+struct GrantArgs {
+    #[command(flatten)]
+    component: ComponentArgs,
+}
+
+#[derive(Args)]
+struct TestArgs {
+    #[command(flatten)]
+    component: ComponentArgs,
+    /// Files of shared cases (a JSON array: name, call, input, expected).
+    cases: Vec<PathBuf>,
+    /// Run under this grant instead of the one `plugin grant` prints.
+    #[arg(long)]
+    plugin_grant: Option<PathBuf>,
+    /// Report format.
+    #[arg(short, long, value_enum, default_value = "text")]
+    output: TestOutput,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TestOutput {
+    Text,
+    Json,
 }
 
 /// How plugins are fetched from OCI registries.
@@ -82,6 +175,13 @@ struct RegistryArgs {
     /// to other code; production pins @sha256:<digest>.
     #[arg(long, env = "ALLOW_MUTABLE_PLUGIN_REFERENCE", action = ArgAction::SetTrue)]
     allow_mutable_plugin_reference: bool,
+    #[command(flatten)]
+    access: RegistryAccess,
+}
+
+/// How registries are reached.
+#[derive(Args, Clone)]
+struct RegistryAccess {
     /// Registries (host[:port]) reached over plain HTTP; repeat or separate
     /// with commas.
     #[arg(long = "insecure-registry", env = "INSECURE_REGISTRIES", value_delimiter = ',')]
@@ -100,9 +200,21 @@ struct RegistryArgs {
 impl RegistryArgs {
     fn options(&self, cache_dir: Option<PathBuf>) -> oci::Options {
         oci::Options {
-            cache_dir,
             allow_tag: self.allow_mutable_plugin_reference,
             verify_key: self.plugin_verify_key.clone(),
+            ..self.access.options(cache_dir)
+        }
+    }
+}
+
+impl RegistryAccess {
+    /// Options that admit no tag and check no signature (`plugin push`
+    /// writes, it does not load).
+    fn options(&self, cache_dir: Option<PathBuf>) -> oci::Options {
+        oci::Options {
+            cache_dir,
+            allow_tag: false,
+            verify_key: None,
             insecure_registries: self.insecure_registries.clone(),
             ca_file: self.registry_ca_file.clone(),
             pull_timeout: Duration::from_secs(self.plugin_pull_timeout_seconds),
@@ -558,6 +670,27 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Diff(args) => return diff(args).await,
         Command::Precompile(args) => precompile(&args).await?,
         Command::Plugin(PluginCommand::Push(args)) => push(&args).await?,
+        Command::Plugin(PluginCommand::New(args)) => new_plugin(&args)?,
+        Command::Plugin(PluginCommand::Componentize(args)) => {
+            let core = std::fs::read(&args.core).with_context(|| format!("reading {}", args.core.display()))?;
+            let component = author::componentize::componentize(&core)
+                .with_context(|| format!("making a component of {}", args.core.display()))?;
+            std::fs::write(&args.out, component).with_context(|| format!("writing {}", args.out.display()))?;
+        }
+        Command::Plugin(PluginCommand::Inspect(args)) => {
+            let (plugin, reference) = args.component.load().await?;
+            let inspection = author::inspect::inspect(&plugin, reference);
+            let text = match args.output {
+                Output::Json => serde_json::to_string_pretty(&inspection)?,
+                Output::Yaml => serde_saphyr::to_string(&inspection)?,
+            };
+            print(&format!("{}\n", text.trim_end()))?;
+        }
+        Command::Plugin(PluginCommand::Grant(args)) => {
+            let (plugin, _) = args.component.load().await?;
+            print(&author::inspect::grant_for(plugin.descriptor(), plugin.digest())?)?;
+        }
+        Command::Plugin(PluginCommand::Test(args)) => return conformance(&args).await,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -623,6 +756,50 @@ async fn diff(args: DiffArgs) -> anyhow::Result<std::process::ExitCode> {
         (true, false, true) => std::process::ExitCode::from(2),
         (true, false, false) => std::process::ExitCode::SUCCESS,
     })
+}
+
+/// `plugin new`: writes the template and says what to run next.
+fn new_plugin(args: &NewArgs) -> anyhow::Result<()> {
+    let names = author::template::Names::of(&args.name)?;
+    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
+    let language = match args.lang {
+        Language::Rust => author::template::Language::Rust,
+        Language::Go => author::template::Language::Go,
+    };
+    let written = author::template::write(language, &names, &dir)?;
+    eprintln!(
+        "wrote plugin {} ({} files) into {}: service kind {} in group {} (change the group to one of your domain); its README says how to test, build and render it",
+        names.name,
+        written.len(),
+        dir.display(),
+        names.kind,
+        names.group
+    );
+    Ok(())
+}
+
+/// `plugin test`: the conformance run, its report printed; exit code 1 when
+/// a check failed.
+async fn conformance(args: &TestArgs) -> anyhow::Result<std::process::ExitCode> {
+    let (plugin, _) = args.component.load().await?;
+    let mut cases = Vec::new();
+    for path in &args.cases {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let read = service_provider_sdk::testing::shared_cases(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        cases.extend(read);
+    }
+    let grant = match &args.plugin_grant {
+        Some(path) => Some(service_provider_host::plugin::grant::Grant::load(Some(path))?),
+        None => None,
+    };
+    let report = author::conformance::run(plugin, &cases, grant).await;
+    let text = match args.output {
+        TestOutput::Text => report.text(),
+        TestOutput::Json => format!("{}\n", serde_json::to_string_pretty(&report)?),
+    };
+    print(&text)?;
+    Ok(if report.passed() { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
 }
 
 /// Writes to stdout; a reader that went away (`| head`) is not an error.

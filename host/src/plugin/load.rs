@@ -128,6 +128,30 @@ pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
     Ok(Planner { plugin, granted: Arc::new(granted) })
 }
 
+/// A component as the authoring commands read it, without a grant: the
+/// loaded plugin, and its digest-pinned reference when it was pulled.
+pub async fn component(
+    plugin: &str,
+    registry: &oci::Options,
+    limits: Limits,
+) -> Result<(crate::plugin::sandbox::Plugin, Option<String>), LoadError> {
+    let source = PluginSource::parse(plugin, registry)?;
+    if let Some(path) = source.file()
+        && !path.is_file()
+    {
+        return Err(LoadError::Missing { path: path.to_path_buf(), found: components_beside(path) });
+    }
+    let component = source.fetch(registry).await?;
+    let sandbox = Sandbox::shared().map_err(LoadError::Engine)?;
+    let loaded = sandbox.load(&component.wasm, None, limits).await.map_err(|source| LoadError::Plugin {
+        verb: "loading",
+        origin: component.origin.clone(),
+        source,
+    })?;
+    let reference = source.file().is_none().then_some(component.origin);
+    Ok((loaded, reference))
+}
+
 /// The `.wasm` files in the directory of a missing plugin, to name them.
 fn components_beside(path: &Path) -> Vec<String> {
     let dir = path.parent().unwrap_or(Path::new("."));

@@ -10,7 +10,9 @@
 //! - [`plan`] calls the plugin and checks every object, copy and deletion
 //!   it asks for against its requests and its grant, before anything is
 //!   written;
-//! - [`load`] puts them together: bytes, a compiled plugin, its grant.
+//! - [`load`] puts them together: bytes, a compiled plugin, its grant;
+//! - [`author`] serves plugin authors: templates, componentize, inspect,
+//!   the grant a plugin needs, and the conformance run.
 //!
 //! No module here uses kube or a module of the host outside this folder
 //! but the ground floor ([`crate::syntax`], [`crate::metrics`]'s label
@@ -19,6 +21,7 @@
 //! [`crate::Error`] wraps this side's [`Error`]. `tests/architecture.rs`
 //! holds the rule.
 
+pub mod author;
 pub mod grant;
 pub mod load;
 pub mod oci;

@@ -201,7 +201,19 @@ fn failures_are_one_line_for_people() {
 /// (`task generate`) rewrites it.
 #[test]
 fn the_cli_reference_is_the_help_of_every_command() {
-    let commands: [&[&str]; 6] = [&[], &["init"], &["run"], &["render"], &["precompile"], &["plugin", "push"]];
+    let commands: [&[&str]; 11] = [
+        &[],
+        &["init"],
+        &["run"],
+        &["render"],
+        &["precompile"],
+        &["plugin", "push"],
+        &["plugin", "new"],
+        &["plugin", "componentize"],
+        &["plugin", "inspect"],
+        &["plugin", "grant"],
+        &["plugin", "test"],
+    ];
     let mut reference = String::from(
         "# Command-line reference\n\nGenerated from `service-provider-host <command> --help` by `task generate`\n\
          (`host/tests/it/binary.rs` fails when it is stale). Environment the host reads besides its flags:\n\

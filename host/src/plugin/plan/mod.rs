@@ -90,7 +90,8 @@ impl Manifest {
         format!("{} on the {} cluster", self.what(), self.cluster)
     }
 
-    fn is_namespace(&self) -> bool {
+    /// Whether this is a Namespace (kept when pruned; applied first).
+    pub fn is_namespace(&self) -> bool {
         self.kind == "Namespace" && self.api_version == "v1"
     }
 }
