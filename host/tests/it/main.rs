@@ -8,6 +8,7 @@
 //! Flux controllers act on every namespace of the shared platform cluster,
 //! so the Flux simulator of these tests must not run next to them).
 
+mod authoring;
 mod binary;
 mod blast;
 mod component;

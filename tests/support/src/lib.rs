@@ -10,6 +10,8 @@
 //! - [`go_provider`]: what the Go service-provider-kro leaves behind, for
 //!   the take-over (`--adopt-from`) test and bench;
 //! - [`identity`]: ServiceAccount tokens and an audited platform cluster;
+//! - [`registries`]: a cargo registry and a Go module proxy holding the
+//!   SDKs as published, for builds outside this clone;
 //! - [`process`]: the host as a process (this build's binary or the
 //!   container image), its probes and metrics.
 
@@ -21,6 +23,7 @@ pub mod parity;
 pub mod plugins;
 pub mod process;
 pub mod real_flux;
+pub mod registries;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
