@@ -73,7 +73,7 @@ export SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS="${pins[*]}"
 log "shipped plugins: $SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS"
 
 rustc_version="$(rustc -vV)"
-sources=(Cargo.lock Cargo.toml host/Cargo.toml host/src sdk/Cargo.toml sdk/src wit)
+sources=(Cargo.lock Cargo.toml host/Cargo.toml host/src host/templates sdk/Cargo.toml sdk/src wit tools/plugin-componentize)
 [ -f host/build.rs ] && sources+=(host/build.rs)
 [ -f .cargo/config.toml ] && sources+=(.cargo/config.toml)
 key="$(

@@ -7,9 +7,12 @@
 #
 # The plugin's module, the SDK (sdk-go) and the runtime package the
 # generated bindings import are tied together by a go.work under
-# target/go, because that runtime release is not on the Go module proxy:
-# tools/plugin-build writes it from the wit-bindgen-go crate cargo fetched.
-# Needs Go >= 1.24 (go:wasmexport) and Rust; nothing else is installed.
+# target/go, because the Go module proxy this repository's CI reaches does
+# not serve that runtime release: tools/plugin-build writes it, unmodified,
+# from the wit-bindgen-go crate cargo fetched. Its go.mod asks for Go
+# 1.27.1, so the go.work does too, and an older go fetches that toolchain
+# (GOTOOLCHAIN=auto). Authors outside this repository get both modules from
+# a module proxy instead (docs/plugin-guide.md).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # The contract version the SDK implements (sdk-go's ContractVersion).
@@ -37,14 +40,15 @@ for dir in "${modules[@]}"; do
   [ "$dir" = "$root/sdk-go" ] || dirs+=("$dir")
 done
 work="$out_dir/$(printf '%s\n' "${dirs[@]}" | sha256sum | cut -c1-12).work"
+go_version="$(awk '$1 == "go" {print $2}' "$out_dir/runtime/go.mod")"
 {
-  echo "go 1.24"
+  echo "go $go_version"
   echo
   echo "use ("
   printf '\t%s\n' "$root/sdk-go" "$out_dir/runtime" "${dirs[@]}"
   echo ")"
 } > "$work"
-export GOWORK="$work" GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+export GOWORK="$work" GOTOOLCHAIN=auto GOFLAGS=-mod=readonly
 
 case "$command" in
   build)

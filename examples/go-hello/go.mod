@@ -1,3 +1,3 @@
 module open-control-plane.io/service-provider-host/examples/go-hello
 
-go 1.24
+go 1.27.1

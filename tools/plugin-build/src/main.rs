@@ -6,12 +6,12 @@
 //!   generator of wit-bindgen, as a library: no `wit-bindgen-cli` install),
 //!   or with `--check` fails when the committed ones are stale;
 //! - `go-runtime` writes the runtime package those bindings import
-//!   (`go.bytecodealliance.org/pkg`), taken from the `wit-bindgen-go` crate
-//!   cargo fetched, because the Go module proxy does not serve that version;
+//!   (`go.bytecodealliance.org/pkg`), unmodified from the `wit-bindgen-go`
+//!   crate cargo fetched, because the Go module proxy this repository's CI
+//!   reaches does not serve it;
 //! - `componentize` makes a component of the core module `go build` wrote
-//!   (`GOOS=wasip1 -buildmode=c-shared`): the world's type information, the
-//!   WASI preview1 reactor adapter, and the `service-provider:contract`
-//!   custom section the Rust SDK also writes.
+//!   (`GOOS=wasip1 -buildmode=c-shared`), as the host's `plugin
+//!   componentize` does for authors (both through `plugin-componentize`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,6 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Parser, Subcommand};
-use wasm_encoder::{Encode, Section};
 use wit_parser::{Resolve, WorldId};
 
 #[derive(Parser)]
@@ -54,10 +53,6 @@ enum Step {
         /// Where the module goes (its `go.mod` at the top).
         #[arg(long)]
         out: PathBuf,
-        /// The `go` line its `go.mod` gets: the release ships one newer than
-        /// the Go the SDK needs, which would make `go` switch toolchains.
-        #[arg(long, default_value = "1.24")]
-        go: String,
     },
     /// Make a component of a core module built with `-buildmode=c-shared`.
     Componentize {
@@ -77,7 +72,7 @@ enum Step {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Step::GoBindings { wit, world, package, out, check } => go_bindings(&wit, &world, &package, &out, check),
-        Step::GoRuntime { out, go } => go_runtime(&out, &go),
+        Step::GoRuntime { out } => go_runtime(&out),
         Step::Componentize { wit, world, core, out } => componentize(&wit, &world, &core, &out),
     }
 }
@@ -170,12 +165,13 @@ fn wit_bindgen_go_source() -> Result<PathBuf> {
     Ok(Path::new(manifest).parent().context("the crate directory")?.join("src/pkg"))
 }
 
-fn go_runtime(out: &Path, go: &str) -> Result<()> {
+/// The runtime module as released: its `go` line (1.27.1 in the release
+/// wit-bindgen-go 0.63 carries) is what every build of a Go plugin then
+/// needs, here as for authors who fetch it from a module proxy.
+fn go_runtime(out: &Path) -> Result<()> {
     let source = wit_bindgen_go_source()?;
     let go_mod = std::fs::read_to_string(source.join("go.mod")).context("the runtime's go.mod")?;
     ensure!(go_mod.contains("module go.bytecodealliance.org/pkg"), "unexpected runtime module in {}", source.display());
-    let go_mod: String =
-        go_mod.lines().map(|l| if l.starts_with("go ") { format!("go {go}\n") } else { format!("{l}\n") }).collect();
     if out.exists() {
         std::fs::remove_dir_all(out)?;
     }
@@ -200,28 +196,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 }
 
 fn componentize(wit: &Path, world: &str, core: &Path, out: &Path) -> Result<()> {
-    let (resolve, id) = load(wit, world)?;
-    let version = resolve.worlds[id]
-        .package
-        .and_then(|p| resolve.packages[p].name.version.clone())
-        .context("the contract package has no version")?;
-    let mut module = std::fs::read(core).with_context(|| format!("reading {}", core.display()))?;
-    wit_component::embed_component_metadata(&mut module, &resolve, id, wit_component::StringEncoding::UTF8, false)?;
-    let mut component = wit_component::ComponentEncoder::default()
-        .module(&module)?
-        .adapter(
-            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
-            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
-        )?
-        .validate(true)
-        .encode()
-        .context("making the component")?;
-    // The version the host names when it cannot load a plugin.
-    let section = wasm_encoder::CustomSection {
-        name: "service-provider:contract".into(),
-        data: version.to_string().into_bytes().into(),
-    };
-    component.push(section.id());
-    section.encode(&mut component);
+    let core = std::fs::read(core).with_context(|| format!("reading {}", core.display()))?;
+    let component = plugin_componentize::Contract::from_dir(wit)?.componentize(&core, world)?;
     std::fs::write(out, component).with_context(|| format!("writing {}", out.display()))
 }
