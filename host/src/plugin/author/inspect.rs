@@ -92,6 +92,24 @@ struct GrantDocument {
     write: Vec<RuleDocument>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     observe: Vec<RuleDocument>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copy: Option<CopyDocument>,
+}
+
+/// Where copies may go; where they may come from is the platform's to add.
+#[derive(Debug, Serialize)]
+struct CopyDocument {
+    targets: Vec<PlaceDocument>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlaceDocument {
+    cluster: Cluster,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    namespaces: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cluster_scoped: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -171,6 +189,10 @@ pub enum GrantWriteError {
 pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantWriteError> {
     let kind =
         |k: &service_provider_sdk::contract::ApiKind| KindDocument { group: k.group.clone(), kind: k.kind.clone() };
+    // Secrets are never written from a plan (no Secret data passes the
+    // sandbox): a Secret capability is where its copies go.
+    let (copied, written): (Vec<&Capability>, Vec<&Capability>) =
+        descriptor.capabilities.iter().partition(|c| c.api.group.is_empty() && c.api.kind == "Secret");
     let access = &descriptor.access;
     let token_rules = TokenRulesDocument {
         control_plane: access.control_plane_rules.clone(),
@@ -188,8 +210,7 @@ pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantW
             token_rules: (!token_rules.control_plane.is_empty() || !token_rules.workload.is_empty())
                 .then_some(token_rules),
         }],
-        write: descriptor
-            .capabilities
+        write: written
             .iter()
             .map(|c| RuleDocument::new(c.cluster, &c.scope, &c.api.group, &c.api.kind, None))
             .collect(),
@@ -204,6 +225,19 @@ pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantW
                 RuleDocument::new(o.cluster, &o.scope, &o.api.group, &o.api.kind, Some(detail))
             })
             .collect(),
+        copy: (!copied.is_empty()).then(|| CopyDocument {
+            targets: copied
+                .iter()
+                .map(|c| {
+                    let rule = RuleDocument::new(c.cluster, &c.scope, "", "", None);
+                    PlaceDocument {
+                        cluster: c.cluster,
+                        namespaces: rule.namespaces,
+                        cluster_scoped: rule.cluster_scoped,
+                    }
+                })
+                .collect(),
+        }),
     };
     let yaml = serde_saphyr::to_string(&document).map_err(|e| GrantWriteError::Yaml(e.to_string()))?;
     let grant = Grant::parse(&yaml).map_err(GrantWriteError::Yaml)?;
@@ -216,8 +250,10 @@ pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantW
     }
     Ok(format!(
         "# The grant for plugin {name}, component {digest}: its identity pinned to\n\
-         # those bytes, and exactly what it asks for. Copies (of Secrets and\n\
-         # ConfigMaps from the provider's namespace) are the platform's to add.\n{yaml}",
+         # those bytes, and exactly what it asks for. Which Secrets and ConfigMaps\n\
+         # of the provider's namespace copies may come from (copy.sources) is the\n\
+         # platform's to add, as are copy targets for ConfigMap copies and\n\
+         # conditions on the fields of written objects (fields, onlyFields).\n{yaml}",
         name = descriptor.name
     ))
 }

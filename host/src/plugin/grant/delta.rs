@@ -52,7 +52,7 @@ pub fn between(current: &Descriptor, candidate: &Descriptor, granted: &Effective
     delta
 }
 
-fn scope(scope: &NamespaceScope) -> String {
+pub(super) fn scope(scope: &NamespaceScope) -> String {
     match scope {
         NamespaceScope::Tenant => "the tenant namespace".into(),
         NamespaceScope::Named(ns) => format!("namespace {ns}"),

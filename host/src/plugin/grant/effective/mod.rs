@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use service_provider_sdk::contract::{
-    Cluster, Descriptor, Detail as ObservedDetail, NamespaceScope, Observation, PolicyRule,
+    Capability, Cluster, Descriptor, Detail as ObservedDetail, NamespaceScope, Observation, PolicyRule,
 };
 
 use super::hard::{self, Own};
@@ -76,6 +76,12 @@ impl Effective {
             return Err(GrantError::Identity { plugin: plugin(), found });
         }
         let mut refused = Vec::new();
+        for c in &descriptor.capabilities {
+            if let Some(why) = capability_refusal(c, &grant) {
+                let scope = super::delta::scope(&c.scope);
+                refused.push(format!("writing {} in {scope} on the {} cluster: {why}", c.api.kind, c.cluster));
+            }
+        }
         let observations = descriptor
             .observations
             .iter()
@@ -153,17 +159,42 @@ fn observation_refusal(o: &Observation, grant: &Grant) -> Option<String> {
 }
 
 fn covers(rule: &ObserveRule, o: &Observation) -> bool {
-    if rule.cluster != o.cluster || !listed(&rule.groups, &o.api.group) || !listed(&rule.kinds, &o.api.kind) {
-        return false;
-    }
-    let any_namespace = rule.namespaces.iter().any(|n| n == "*");
-    match &o.scope {
-        NamespaceScope::Tenant => any_namespace || rule.namespaces.iter().any(|n| n == "{tenant}"),
-        NamespaceScope::Named(ns) => any_namespace || rule.namespaces.contains(ns),
+    rule.cluster == o.cluster
+        && listed(&rule.groups, &o.api.group)
+        && listed(&rule.kinds, &o.api.kind)
+        && scope_covered(&rule.namespaces, rule.cluster_scoped, &o.scope, o.api.namespaced)
+}
+
+/// Whether a capability is covered by the grant: by a write rule, or, for
+/// the kinds copies make (Secrets, ConfigMaps), by a copy target. A
+/// capability no rule covers is refused at load like an observation,
+/// naming it, rather than at the first plan that uses it.
+fn capability_refusal(c: &Capability, grant: &Grant) -> Option<String> {
+    let written = grant.write.iter().any(|rule| {
+        rule.cluster == c.cluster
+            && listed(&rule.groups, &c.api.group)
+            && listed(&rule.kinds, &c.api.kind)
+            && scope_covered(&rule.namespaces, rule.cluster_scoped, &c.scope, c.api.namespaced)
+    });
+    let copied = c.api.group.is_empty()
+        && matches!(c.api.kind.as_str(), "Secret" | "ConfigMap")
+        && grant.copy.targets.iter().any(|place| {
+            place.cluster == c.cluster && scope_covered(&place.namespaces, place.cluster_scoped, &c.scope, true)
+        });
+    (!written && !copied).then(|| "no write rule or copy target of the grant allows it (rule not-granted)".to_string())
+}
+
+/// Whether a rule's places (`namespaces`, `clusterScoped`) cover a
+/// request's scope.
+fn scope_covered(namespaces: &[String], cluster_scoped: bool, scope: &NamespaceScope, namespaced: bool) -> bool {
+    let any_namespace = namespaces.iter().any(|n| n == "*");
+    match scope {
+        NamespaceScope::Tenant => any_namespace || namespaces.iter().any(|n| n == "{tenant}"),
+        NamespaceScope::Named(ns) => any_namespace || namespaces.contains(ns),
         // Every namespace of a namespaced kind, or a cluster-scoped kind.
-        NamespaceScope::ClusterScoped if o.api.namespaced => any_namespace,
+        NamespaceScope::ClusterScoped if namespaced => any_namespace,
         NamespaceScope::Any => any_namespace,
-        NamespaceScope::ClusterScoped => rule.cluster_scoped,
+        NamespaceScope::ClusterScoped => cluster_scoped,
     }
 }
 

@@ -233,3 +233,28 @@ fn rbac_rule_coverage() {
     r.resource_names = vec!["a".into()];
     assert!(rule_covers(&named, &r));
 }
+
+#[test]
+fn a_capability_no_write_rule_or_copy_target_covers_is_refused_at_load() {
+    let capability = |cluster, api, scope| Capability { cluster, api, scope, names: vec![] };
+    let d = Descriptor {
+        capabilities: vec![
+            // The default grant writes HelmReleases in the tenant namespace,
+            capability(Cluster::Platform, kind("helm.toolkit.fluxcd.io", "HelmRelease", true), NamespaceScope::Tenant),
+            // and copies Secrets there,
+            capability(Cluster::Platform, kind("", "Secret", true), NamespaceScope::Tenant),
+            // but writes no ServiceAccount anywhere, nor HelmReleases elsewhere.
+            capability(Cluster::Platform, kind("", "ServiceAccount", true), NamespaceScope::Tenant),
+            capability(Cluster::Platform, kind("helm.toolkit.fluxcd.io", "HelmRelease", true), NamespaceScope::Any),
+        ],
+        ..Descriptor::new("kro", kind("kro.example", "Kro", true), kind("kro.example", "ProviderConfig", false), "f")
+    };
+    let e = Effective::new(&d, Grant::default_grant().pinning(&d)).unwrap();
+    assert_eq!(
+        e.refused,
+        [
+            "writing ServiceAccount in the tenant namespace on the platform cluster: no write rule or copy target of the grant allows it (rule not-granted)",
+            "writing HelmRelease in any namespace on the platform cluster: no write rule or copy target of the grant allows it (rule not-granted)",
+        ]
+    );
+}
