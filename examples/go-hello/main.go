@@ -54,6 +54,7 @@ func (hello) Plan(in sp.Input) (sp.Plan, error) {
 	}
 	return sp.Plan{
 		Objects: []sp.DesiredObject{{Cluster: sp.ClusterPlatform, Manifest: string(manifest)}},
+		Copies:  []sp.ObjectCopy{},
 		Status: sp.ServiceStatus{
 			Phase: "Ready",
 			Conditions: []sp.Condition{
@@ -65,10 +66,13 @@ func (hello) Plan(in sp.Input) (sp.Plan, error) {
 
 func (hello) Cleanup(in sp.Input) (sp.CleanupPlan, error) {
 	namespace := in.Context.TenantNamespace
-	return sp.TearDown(sp.Teardown{Objects: []sp.ObjectRef{{
-		Cluster: sp.ClusterPlatform, APIVersion: "v1", Kind: "ConfigMap", Plural: "configmaps",
-		Namespace: &namespace, Name: "hello",
-	}}}), nil
+	return sp.TearDown(sp.Teardown{
+		Objects: []sp.ObjectRef{{
+			Cluster: sp.ClusterPlatform, APIVersion: "v1", Kind: "ConfigMap", Plural: "configmaps",
+			Namespace: &namespace, Name: "hello",
+		}},
+		Copies: []sp.ObjectRef{},
+	}), nil
 }
 
 func init() { sp.Export(hello{}) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	sp "open-control-plane.io/service-provider-host/sdk-go"
+	"open-control-plane.io/service-provider-host/sdk-go/sptest"
 )
 
 func input(object string) sp.Input {
@@ -32,3 +33,7 @@ func TestAnEmptyGreetingIsTheTenantsToFix(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// The shared cases: ports of go-hello (examples/ts-hello) answer them too,
+// and `service-provider-host plugin test` runs them through each component.
+func TestSharedCases(t *testing.T) { sptest.Run(t, hello{}, "testdata/cases.json") }

@@ -91,6 +91,7 @@ struct PushArgs {
 enum Language {
     Rust,
     Go,
+    Ts,
 }
 
 #[derive(Args)]
@@ -765,6 +766,7 @@ fn new_plugin(args: &NewArgs) -> anyhow::Result<()> {
     let language = match args.lang {
         Language::Rust => author::template::Language::Rust,
         Language::Go => author::template::Language::Go,
+        Language::Ts => author::template::Language::Ts,
     };
     let written = author::template::write(language, &names, &dir)?;
     eprintln!(

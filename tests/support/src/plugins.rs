@@ -38,6 +38,8 @@ pub const KRO_NEXT: Component = Component::built("KRO_NEXT_PLUGIN_WASM", "kro_ne
 pub const GO_HELLO: Component = Component::built("GO_HELLO_PLUGIN_WASM", "go_hello.wasm");
 /// examples/go-kro, guest-kro ported to Go (`task build-go-plugins`).
 pub const GO_KRO: Component = Component::built("GO_KRO_PLUGIN_WASM", "go_kro.wasm");
+/// examples/ts-hello, go-hello in TypeScript (`task build-ts-plugins`).
+pub const TS_HELLO: Component = Component::built("TS_HELLO_PLUGIN_WASM", "ts_hello.wasm");
 /// guest-kro as built against contract 0.1.0, committed: old plugins must
 /// keep working.
 pub const KRO_0_1: Component = Component { env: "KRO_0_1_PLUGIN_WASM", file: "guest-kro-0.1.0.wasm", committed: true };

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 pub enum Language {
     Rust,
     Go,
+    Ts,
 }
 
 macro_rules! files {
@@ -34,6 +35,10 @@ const RUST: &[(&str, &str)] = files!("rust":
 
 const GO: &[(&str, &str)] = files!("go":
     "go.mod", "main.go", "main_test.go", "build.sh", "README.md", ".gitignore",
+);
+
+const TS: &[(&str, &str)] = files!("ts":
+    "package.json", "tsconfig.json", "crds.mjs", "src/plugin.ts", "src/plugin.test.ts", "README.md", ".gitignore",
 );
 
 /// Why a plugin could not be started.
@@ -113,6 +118,7 @@ pub fn files(language: Language, names: &Names) -> Vec<(PathBuf, String)> {
     let own = match language {
         Language::Rust => RUST,
         Language::Go => GO,
+        Language::Ts => TS,
     };
     SHARED.iter().chain(own).map(|(path, text)| (PathBuf::from(names.fill(path)), names.fill(text))).collect()
 }
@@ -165,7 +171,7 @@ mod tests {
     #[test]
     fn every_placeholder_is_filled() {
         let names = Names::of("greeter").unwrap();
-        for language in [Language::Rust, Language::Go] {
+        for language in [Language::Rust, Language::Go, Language::Ts] {
             for (path, text) in files(language, &names) {
                 assert!(!path.to_string_lossy().contains("__"), "{}", path.display());
                 assert!(
