@@ -135,6 +135,7 @@ pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> 
         for name in ["host-accepts", "converges", "tears-down", "holds-deletion"] {
             check(name, Outcome::Skipped("needs a grant the plugin runs under".into()));
         }
+        not_the_plugins(&mut check);
         return Report { plugin: descriptor.name, component_digest: plugin.digest().into(), checks };
     };
 
@@ -161,6 +162,7 @@ pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> 
         for name in ["converges", "tears-down", "holds-deletion"] {
             check(name, Outcome::Skipped("no case plans successfully".into()));
         }
+        not_the_plugins(&mut check);
         return Report { plugin: descriptor.name, component_digest: plugin.digest().into(), checks };
     }
 
@@ -259,7 +261,18 @@ pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> 
             false => outcome(unheld, "deletion waits while the service's objects exist on the ControlPlane".into()),
         },
     );
+    not_the_plugins(&mut check);
     Report { plugin: descriptor.name, component_digest: plugin.digest().into(), checks }
+}
+
+/// openmcp's quality criteria no plugin decides, named in every report so
+/// that a reader sees they were not forgotten.
+fn not_the_plugins(check: &mut impl FnMut(&'static str, Outcome)) {
+    check(
+        "operation-annotations",
+        Outcome::Skipped("the host honours openmcp.cloud/operation (ignore, reconcile) for every plugin".into()),
+    );
+    check("custom-ca", Outcome::Skipped("contract 0.2.0 has no custom CA declaration for a plugin to wire".into()));
 }
 
 /// A case's answer straight from the component, in the cases' JSON form;
