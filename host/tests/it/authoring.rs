@@ -15,8 +15,12 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use host_test_support::oci::PluginRegistry;
-use host_test_support::registries;
-use serde_json::Value;
+use host_test_support::process::{Launcher, Replica, ReplicaOptions};
+use host_test_support::{Fixture, Options, Service, registries};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, PostParams};
+use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 fn workspace() -> PathBuf {
@@ -28,6 +32,7 @@ fn workspace() -> PathBuf {
 struct Published {
     dir: tempfile::TempDir,
     cargo_index: String,
+    npm: registries::NpmRegistry,
 }
 
 static PUBLISHED: OnceCell<Published> = OnceCell::const_new();
@@ -56,7 +61,20 @@ async fn published() -> &'static Published {
                 );
                 let (runtime, version) = registries::go_runtime_source(&workspace);
                 registries::go_module(&proxy, "go.bytecodealliance.org/pkg", &version, &runtime);
-                Published { dir, cargo_index }
+                // The tarball `npm publish` would upload (its prepack step
+                // puts the contract's WIT in).
+                let npm = dir.path().join("npm");
+                std::fs::create_dir_all(&npm).unwrap();
+                let packed = Command::new("npm")
+                    .args(["pack", "--silent", "--pack-destination"])
+                    .arg(&npm)
+                    .current_dir(workspace.join("sdk-ts"))
+                    .output()
+                    .expect("npm runs");
+                assert!(packed.status.success(), "npm pack: {}", String::from_utf8_lossy(&packed.stderr));
+                let tarball = npm.join(String::from_utf8(packed.stdout).unwrap().trim());
+                let npm = registries::NpmRegistry::serve(&[tarball]);
+                Published { dir, cargo_index, npm }
             })
             .await
             .unwrap()
@@ -128,6 +146,10 @@ impl Author {
     }
 }
 
+fn as_str(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 fn yaml(text: &[u8]) -> Value {
     serde_saphyr::from_str(std::str::from_utf8(text).unwrap()).unwrap()
 }
@@ -151,24 +173,13 @@ async fn conform_render_and_publish(author: &Author, project: &Path, wasm: &Path
     assert!(digest.as_str().is_some_and(|d| d.starts_with("sha256:")), "{digest}");
 
     let name = project.file_name().unwrap().to_str().unwrap();
-    let object = format!("examples/{}.yaml", name.trim_end_matches("-go"));
     let render_args = |plugin: &str| {
-        [
-            "render",
-            "--plugin",
-            plugin,
-            "--plugin-grant",
-            "granted.yaml",
-            "--object",
-            &object,
-            "--provider-config",
-            "examples/provider-config.yaml",
-            "-o",
-            "json",
-        ]
-        .map(String::from)
+        let files = ["--object", "examples/greeter.yaml", "--provider-config", "examples/provider-config.yaml"];
+        let mut args = vec!["render".to_string(), "--plugin".into(), plugin.into(), "--plugin-grant".into()];
+        args.extend(["granted.yaml", "-o", "json"].into_iter().chain(files).map(String::from));
+        args
     };
-    let rendered = author.run(project, host, &render_args(wasm).each_ref().map(|s| s.as_str()), &[]);
+    let rendered = author.run(project, host, &as_str(&render_args(wasm)), &[]);
     let took = started.elapsed();
     let rendered: Value = serde_json::from_slice(&rendered.stdout).unwrap();
     assert_eq!(rendered["result"], "planned", "{rendered:#}");
@@ -189,7 +200,7 @@ async fn conform_render_and_publish(author: &Author, project: &Path, wasm: &Path
     let inspected = yaml(&pull(&["plugin", "inspect", &pinned]).stdout);
     assert_eq!(inspected["componentDigest"], digest, "{inspected:#?}");
     assert_eq!(inspected["reference"], pinned.as_str());
-    let from_registry = pull(&render_args(&pinned).each_ref().map(|s| s.as_str()));
+    let from_registry = pull(&as_str(&render_args(&pinned)));
     let from_registry: Value = serde_json::from_slice(&from_registry.stdout).unwrap();
     assert_eq!(from_registry["steps"], rendered["steps"]);
     took
@@ -228,6 +239,94 @@ async fn a_rust_plugin_started_outside_the_repository_builds_tests_renders_and_t
     assert!(sdk.contains(&format!("source = \"registry+{}\"", published.cargo_index)), "{sdk}");
     let took = conform_render_and_publish(&author, &project, &wasm, started).await;
     eprintln!("authoring: rust, plugin new to a rendered plan in {took:.1?} (component build {build:.1?})");
+
+    runs_to_ready_under_its_grant(&author, &project, &wasm).await;
+
+    // A build that asks for one rule more, under the grant re-pinned to its
+    // digest (what a platform does that accepts the new build and nothing
+    // else): refused at load, naming the rule.
+    let lib = std::fs::read_to_string(project.join("src/lib.rs")).unwrap();
+    let more = lib.replacen(
+        "capabilities: vec![Capability {",
+        "capabilities: vec![Capability { cluster: Cluster::Platform, api: ApiKind::new(\"\", \"v1\", \"ServiceAccount\", \"serviceaccounts\", true), scope: NamespaceScope::Tenant, names: vec![] }, Capability {",
+        1,
+    );
+    assert_ne!(lib, more);
+    std::fs::write(project.join("src/lib.rs"), more).unwrap();
+    author.run(&project, "cargo", &["build", "--release", "--target", "wasm32-wasip2"], &[]);
+    let inspected = yaml(
+        &author.run(&project, "service-provider-host", &["plugin", "inspect", wasm.to_str().unwrap()], &[]).stdout,
+    );
+    let granted = std::fs::read_to_string(project.join("granted.yaml")).unwrap();
+    let pinned = yaml(granted.as_bytes())["identities"][0]["digest"].as_str().unwrap().to_string();
+    let repinned = granted.replace(&pinned, inspected["componentDigest"].as_str().unwrap());
+    std::fs::write(project.join("repinned.yaml"), repinned).unwrap();
+    let refused = Command::new(author.path().join("bin/service-provider-host"))
+        .args(["render", "--plugin", wasm.to_str().unwrap(), "--plugin-grant", "repinned.yaml"])
+        .args(["--object", "examples/greeter.yaml", "--provider-config", "examples/provider-config.yaml"])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a plugin asking for more than its grant loaded");
+    assert!(stderr.contains("asks for more than its grant gives") && stderr.contains("ServiceAccount"), "{stderr}");
+}
+
+/// The template's component under the grant `plugin grant` printed for it,
+/// installed by `init` and run by `run` on the test API servers: a Greeter
+/// goes Ready with its ConfigMap in the tenant namespace, and its deletion
+/// takes the ConfigMap with it.
+async fn runs_to_ready_under_its_grant(author: &Author, project: &Path, wasm: &Path) {
+    let service = Service { group: "greeter.services.example.com", kind: "Greeter", plural: "greeters" };
+    let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
+    let f = Fixture::with_service(options, service).await;
+    let host = Launcher::Binary(author.path().join("bin/service-provider-host"));
+    let grant = project.join("granted.yaml").display().to_string();
+    let plugin = wasm.display().to_string();
+    let init: Vec<std::ffi::OsString> = [
+        "init",
+        "--environment=test",
+        "--provider-name",
+        &f.provider,
+        "--plugin",
+        &plugin,
+        "--plugin-grant",
+        &grant,
+        "--register-service-kind=false",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    let kubeconfig = f.env.platform.kubeconfig_path();
+    let out = host.command(&init, &kubeconfig, &[("POD_NAMESPACE", &f.pod_ns)]).output().await;
+    assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
+    let mut options = ReplicaOptions::new("greeter");
+    options.plugin_source = Some(plugin);
+    options.args = vec!["--plugin-grant".into(), grant];
+    let replica = Replica::start(&host, &f, options);
+
+    let object = |value: Value| -> DynamicObject { serde_json::from_value(value).unwrap() };
+    let provider_config = object(json!({
+        "apiVersion": "greeter.services.example.com/v1alpha1", "kind": "ProviderConfig",
+        "metadata": {"name": f.provider}, "spec": {},
+    }));
+    let configs: Api<DynamicObject> = Api::all_with(f.platform.clone(), &service.provider_config());
+    configs.create(&PostParams::default(), &provider_config).await.expect("ProviderConfig");
+    let greeter = object(json!({
+        "apiVersion": "greeter.services.example.com/v1alpha1", "kind": "Greeter",
+        "metadata": {"name": "mcp-01", "namespace": f.ns}, "spec": {"greeting": "hello from outside"},
+    }));
+    f.instances().create(&PostParams::default(), &greeter).await.expect("Greeter");
+    let ready = f.wait_ready("mcp-01").await;
+    assert_eq!(ready["status"]["conditions"][0]["reason"], "Greeted", "{ready:#}");
+    let config_maps: Api<ConfigMap> = Api::namespaced(f.platform.clone(), &f.tenant("mcp-01"));
+    let greeting = config_maps.get("greeter").await.expect("the plugin's ConfigMap");
+    assert_eq!(greeting.data.unwrap()["greeting"], "hello from outside");
+
+    f.instances().delete("mcp-01", &DeleteParams::default()).await.expect("delete");
+    f.wait_gone("mcp-01").await;
+    assert!(config_maps.get_opt("greeter").await.unwrap().is_none(), "the ConfigMap outlived its Greeter");
+    assert!(replica.terminate().success(), "run stops cleanly");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,4 +373,94 @@ async fn a_go_plugin_started_outside_the_repository_builds_tests_renders_and_tra
         go_env.iter().map(|&(k, v)| if k == "GOTOOLCHAIN" { (k, "go1.27.4") } else { (k, v) }).collect();
     author.run(&project, "go", &["test", "./..."], &env);
     author.run(&project, "sh", &["build.sh"], &env);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typescript_plugin_started_outside_the_repository_builds_tests_renders_and_travels_by_digest() {
+    let published = published().await;
+    let author = Author::new();
+    let started = Instant::now();
+    author.run(
+        author.path(),
+        "service-provider-host",
+        &["plugin", "new", "greeter", "--lang", "ts", "--dir", "greeter-ts"],
+        &[],
+    );
+    let project = author.path().join("greeter-ts");
+    // The SDK's scope from the local registry, as an author would have it
+    // from npmjs.com; TypeScript and componentize-qjs from the public one.
+    std::fs::write(project.join(".npmrc"), format!("@open-control-plane:registry={}/\n", published.npm.url)).unwrap();
+    author.run(&project, "npm", &["install", "--no-audit", "--no-fund"], &[]);
+    // The SDK installed is the packed tarball, byte for byte.
+    let lock: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join("package-lock.json")).unwrap()).unwrap();
+    let sdk = &lock["packages"]["node_modules/@open-control-plane/service-provider-sdk"];
+    assert_eq!(sdk["integrity"], published.npm.integrities[0].as_str(), "{sdk:#}");
+    let tested = author.run(&project, "npm", &["test"], &[]);
+    let tests = String::from_utf8_lossy(&tested.stdout);
+    assert!(tests.contains("ok 3 - the shared cases get their answers") && tests.contains("# fail 0"), "{tests}");
+    let build = Instant::now();
+    author.run(&project, "npm", &["run", "build"], &[]);
+    let build = build.elapsed();
+    // componentize-qjs 0.4.5 does not build reproducibly (its engine
+    // snapshot differs by a few bytes each time): the digest pinned is the
+    // pushed build's, as the guide says.
+    let wasm = project.join("greeter.wasm");
+    let took = conform_render_and_publish(&author, &project, &wasm, started).await;
+    eprintln!("authoring: typescript, plugin new to a rendered plan in {took:.1?} (component build {build:.1?})");
+}
+
+/// `plugin test` over what this repository ships, each with its cases:
+/// under the built-in grant guest-kro and its Go port with guest-kro's
+/// cases, guest-flux with its own; under go-hello's grant go-hello and its
+/// TypeScript port with go-hello's. A case whose expected answer is wrong
+/// fails the run, naming it.
+#[test]
+fn the_shipped_plugins_pass_plugin_test_and_a_wrong_answer_fails_it() {
+    use host_test_support::plugins::{self, FLUX, GO_HELLO, GO_KRO, KRO, TS_HELLO};
+    use service_provider_sdk::testing::Fixture as Case;
+    let dir = tempfile::tempdir().unwrap();
+    let kro_cases = plugins::root().join("examples/go-kro/testdata/cases.json");
+    let flux_cases = dir.path().join("flux.json");
+    let cases = guest_flux::cases::all();
+    let fixtures: Vec<Case> = cases.iter().map(Case::answered_by::<guest_flux::FluxProvider>).collect();
+    std::fs::write(&flux_cases, serde_json::to_string(&fixtures).unwrap()).unwrap();
+    let built_in = plugins::root().join("host/src/plugin/grant/default.yaml");
+    let hello_grant = plugins::root().join("examples/go-hello/grant.yaml");
+    let hello_cases = plugins::root().join("examples/go-hello/testdata/cases.json");
+    let test = |plugin: &Path, cases: &Path, grant: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+            .args(["plugin", "test"])
+            .args([plugin, cases])
+            .arg("--plugin-grant")
+            .arg(grant)
+            .output()
+            .unwrap()
+    };
+    for (plugin, cases, grant) in [
+        (KRO, &kro_cases, &built_in),
+        (GO_KRO, &kro_cases, &built_in),
+        (FLUX, &flux_cases, &built_in),
+        (GO_HELLO, &hello_cases, &hello_grant),
+        (TS_HELLO, &hello_cases, &hello_grant),
+    ] {
+        let out = test(&plugins::plugin_path(plugin), cases, grant);
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && report.ends_with("conformant\n"),
+            "{report}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!report.contains("FAIL"), "{report}");
+    }
+
+    let mut wrong: Value = serde_json::from_str(&std::fs::read_to_string(&kro_cases).unwrap()).unwrap();
+    wrong[0]["expected"]["ok"]["requeueAfterSeconds"] = json!(1);
+    let wrong_cases = dir.path().join("wrong.json");
+    std::fs::write(&wrong_cases, wrong.to_string()).unwrap();
+    let out = test(&plugins::plugin_path(KRO), &wrong_cases, &built_in);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let name = wrong[0]["name"].as_str().unwrap();
+    assert!(report.contains("FAIL  cases") && report.contains(&format!("case {name:?}: answers differ")), "{report}");
 }

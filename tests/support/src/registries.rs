@@ -194,3 +194,94 @@ pub fn go_runtime_source(workspace: &Path) -> (PathBuf, String) {
         .to_string();
     (dir, version)
 }
+
+/// An npm registry on a local port serving the tarballs `npm pack` wrote
+/// (each package's one version), until dropped. Point a scope at it with
+/// `@scope:registry=<url>` in the author's `.npmrc`; every other package
+/// comes from the public registry.
+pub struct NpmRegistry {
+    pub url: String,
+    /// The `sha512-…` integrity of each tarball served, as lockfiles
+    /// record it.
+    pub integrities: Vec<String>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl NpmRegistry {
+    pub fn serve(tarballs: &[PathBuf]) -> NpmRegistry {
+        use base64::Engine;
+        use std::collections::BTreeMap;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let mut documents: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        let mut integrities = Vec::new();
+        for tarball in tarballs {
+            let bytes = std::fs::read(tarball).unwrap();
+            let manifest: Value =
+                serde_json::from_slice(&run(Command::new("tar").arg("-xzOf").arg(tarball).arg("package/package.json")))
+                    .unwrap();
+            let (name, version) = (manifest["name"].as_str().unwrap(), manifest["version"].as_str().unwrap());
+            let file = tarball.file_name().unwrap().to_string_lossy().to_string();
+            let integrity =
+                format!("sha512-{}", base64::engine::general_purpose::STANDARD.encode(sha2::Sha512::digest(&bytes)));
+            let mut published = manifest.clone();
+            published["dist"] = json!({"tarball": format!("{url}/tarballs/{file}"), "integrity": integrity});
+            integrities.push(integrity);
+            let packument = json!({
+                "name": name,
+                "dist-tags": {"latest": version},
+                "versions": {version: published},
+            });
+            documents.insert(format!("/{}", name.replace('/', "%2f")), packument.to_string().into_bytes());
+            documents.insert(format!("/{name}"), packument.to_string().into_bytes());
+            documents.insert(format!("/tarballs/{file}"), bytes);
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                answer_npm(stream, &documents);
+            }
+        });
+        NpmRegistry { url, integrities, stop }
+    }
+}
+
+impl Drop for NpmRegistry {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// One request, one answer, then the connection closes.
+fn answer_npm(mut stream: std::net::TcpStream, documents: &std::collections::BTreeMap<String, Vec<u8>>) {
+    use std::io::{BufRead, BufReader};
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request = String::new();
+    if reader.read_line(&mut request).is_err() {
+        return;
+    }
+    // The headers, up to the empty line.
+    let mut line = String::new();
+    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+        line.clear();
+    }
+    let path = request.split_whitespace().nth(1).unwrap_or("/").split('?').next().unwrap_or("/");
+    let head = |status: &str, length: usize, kind: &str| {
+        format!("HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n")
+    };
+    let found = documents.get(path).or_else(|| documents.get(&path.replace("%2F", "%2f")));
+    let _ = match found {
+        Some(body) => {
+            let kind = if path.starts_with("/tarballs/") { "application/octet-stream" } else { "application/json" };
+            stream.write_all(head("200 OK", body.len(), kind).as_bytes()).and_then(|()| stream.write_all(body))
+        }
+        None => stream.write_all(head("404 Not Found", 0, "text/plain").as_bytes()),
+    };
+}
