@@ -6,7 +6,11 @@
 #   - the OCM components components//open-control-plane.io/service-provider-host/
 #     service-provider-<name>:<version>, each signed (OCM, RSA), then verified
 #     twice: by this project's tool and by Gardener's OCM library (check.py);
-#   - under target/release-artifacts/<version>/: both binaries, the plugins, a CycloneDX
+#   - the Rust SDK crate service-provider-sdk to crates.io (CARGO_REGISTRY_TOKEN;
+#     packaged and verified for wasm32-wasip2 in a dry run), the TypeScript SDK
+#     @open-control-plane/service-provider-sdk to npmjs.com (NPM_TOKEN), and the tag
+#     sdk-go/v<version> from which the Go module proxy serves the Go SDK;
+#   - under target/release-artifacts/<version>/: both binaries, the plugins, the SDK crate, a CycloneDX
 #     SBOM of the host (cargo-cyclonedx), the ServiceProvider a landscape's
 #     bootstrapper writes from each component, and SHA256SUMS over them all.
 #
@@ -155,6 +159,35 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
     "$release" "${insecure[@]}" service-provider "$landscape" --name "$name" --verify-key "$ocm_pub" \
       --crds-out "$out/bootstrapper/$name-crds" >"$out/bootstrapper/serviceprovider-$name.yaml"
   done
+fi
+
+# --- the SDKs ------------------------------------------------------------------------------
+# The crate as crates.io will serve it (the contract's WIT inside), verified
+# by a build for the plugin target; the Go SDK is served by the Go module
+# proxy from the tag (docs/releasing.md).
+cargo package -q -p service-provider-sdk --target wasm32-wasip2 >&2
+cp "target/package/service-provider-sdk-$version.crate" "$out/"
+(cd sdk-ts && npm pack --silent --pack-destination "$out" >/dev/null)
+[ "$(node -p 'require("./sdk-ts/package.json").version')" = "$version" ] \
+  || { log "sdk-ts/package.json is not at version $version"; exit 1; }
+if [ -z "${DRY_RUN:-}" ]; then
+  if [ -n "${CARGO_REGISTRY_TOKEN:-}" ]; then
+    cargo publish -q -p service-provider-sdk --target wasm32-wasip2 >&2
+  else
+    log "CARGO_REGISTRY_TOKEN is not set: publish target/release-artifacts/$version/service-provider-sdk-$version.crate with cargo publish"
+  fi
+  if [ -n "${NPM_TOKEN:-}" ]; then
+    # The token in a user config of its own, removed after.
+    npmrc="$(mktemp)"
+    printf '//registry.npmjs.org/:_authToken=%s\n' "$NPM_TOKEN" >"$npmrc"
+    npm publish --userconfig "$npmrc" --access public "$out/open-control-plane-service-provider-sdk-$version.tgz" >&2 \
+      || { rm -f "$npmrc"; exit 1; }
+    rm -f "$npmrc"
+  else
+    log "NPM_TOKEN is not set: publish $out/open-control-plane-service-provider-sdk-$version.tgz with npm publish"
+  fi
+  git tag -a "sdk-go/v$version" -m "Go SDK $version" 2>/dev/null || log "tag sdk-go/v$version exists"
+  log "push the tags v$version and sdk-go/v$version: the Go SDK is served from the second"
 fi
 
 # --- SBOM and checksums ------------------------------------------------------------------
