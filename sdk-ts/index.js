@@ -76,26 +76,24 @@ function failing(e) {
     : { tag: "invalid-input", val: error["invalid-input"] };
 }
 
+// Calls the author's function, its result in the WIT shape; an error is
+// thrown as the plan-error variant.
+function calling(call, wire) {
+  return (input) => {
+    let answer;
+    try {
+      answer = call(input);
+    } catch (e) {
+      throw failing(e);
+    }
+    return wire(answer);
+  };
+}
+
 export function exportProvider(provider) {
   return {
     describe: () => wireDescriptor(provider.describe()),
-    plan(input) {
-      let plan;
-      try {
-        plan = provider.plan(input);
-      } catch (e) {
-        throw failing(e);
-      }
-      return wirePlan(plan);
-    },
-    cleanup(input) {
-      let plan;
-      try {
-        plan = provider.cleanup(input);
-      } catch (e) {
-        throw failing(e);
-      }
-      return wireCleanup(plan);
-    },
+    plan: calling((input) => provider.plan(input), wirePlan),
+    cleanup: calling((input) => provider.cleanup(input), wireCleanup),
   };
 }
