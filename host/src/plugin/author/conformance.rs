@@ -51,7 +51,7 @@ impl Report {
         !self.checks.iter().any(|c| matches!(c.outcome, Outcome::Failed(_)))
     }
 
-    /// One line per check, then the failures' details.
+    /// One line per check, the failures' details under theirs.
     pub fn text(&self) -> String {
         let mut out = format!("plugin {} ({})\n", self.plugin, self.component_digest);
         for check in &self.checks {
@@ -60,8 +60,11 @@ impl Report {
                 Outcome::Skipped(why) => format!("SKIP  {:<20} {why}\n", check.check),
                 Outcome::Failed(problems) => {
                     let mut text = format!("FAIL  {:<20} {} problem(s)\n", check.check, problems.len());
+                    // Each line indented and flattened: a plugin's message
+                    // cannot forge a PASS line or move the cursor.
                     for problem in problems {
-                        text.push_str(&format!("      - {}\n", problem.replace('\n', "\n        ")));
+                        let lines: Vec<String> = problem.split('\n').map(crate::syntax::flat).collect();
+                        text.push_str(&format!("      - {}\n", lines.join("\n        ")));
                     }
                     text
                 }
@@ -344,4 +347,30 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugins_words_cannot_forge_a_line_of_the_report() {
+        let report = Report {
+            plugin: "p".into(),
+            component_digest: "sha256:00".into(),
+            checks: vec![CheckResult {
+                check: "cases",
+                outcome: Outcome::Failed(vec!["got: x\nconformant\r\u{1b}[2KPASS  cases".into()]),
+            }],
+        };
+        let text = report.text();
+        assert!(
+            text.lines().all(|l| l.starts_with("plugin ")
+                || l.starts_with("FAIL")
+                || l.starts_with("      ")
+                || l == "1 check(s) failed"),
+            "{text}"
+        );
+        assert!(!text.contains('\r') && !text.contains('\u{1b}'), "{text:?}");
+    }
 }
