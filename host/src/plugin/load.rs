@@ -92,24 +92,7 @@ fn listed(found: &[String]) -> String {
 /// granted refuses the component, or is logged one line each
 /// ([`Ungranted`]).
 pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
-    let source = PluginSource::parse(load.plugin, load.registry)?;
-    if let Some(path) = source.file()
-        && !path.is_file()
-    {
-        return Err(LoadError::Missing { path: path.to_path_buf(), found: components_beside(path) });
-    }
-    let component = source.fetch(load.registry).await?;
-    let sandbox = Sandbox::shared().map_err(LoadError::Engine)?;
-    let plugin = match sandbox.load(&component.wasm, load.cache_dir, load.limits).await {
-        // The cache cannot be written (a read-only image whose artifacts
-        // were compiled for another CPU): compile in memory instead.
-        Err(PluginError::Cache { path, source }) => {
-            tracing::warn!(cache = %path.display(), error = %source, "the plugin cache is not usable; compiling the plugin in memory");
-            sandbox.load(&component.wasm, None, load.limits).await
-        }
-        other => other,
-    }
-    .map_err(|source| LoadError::Plugin { verb: "loading", origin: component.origin.to_string(), source })?;
+    let (plugin, component) = fetched(load.plugin, load.registry, load.cache_dir, load.limits).await?;
     let grant = Grant::load(load.grant)?;
     if load.grant.is_none() && crate::plugin::grant::SHIPPED.is_none() {
         tracing::warn!(
@@ -135,6 +118,18 @@ pub async fn component(
     registry: &oci::Options,
     limits: Limits,
 ) -> Result<(crate::plugin::sandbox::Plugin, Option<String>), LoadError> {
+    let (loaded, component) = fetched(plugin, registry, None, limits).await?;
+    Ok((loaded, component.pulled.then_some(component.origin)))
+}
+
+/// `plugin` read or pulled and compiled (with the precompiled cache when
+/// there is one): the loaded plugin and where it came from.
+async fn fetched(
+    plugin: &str,
+    registry: &oci::Options,
+    cache_dir: Option<&Path>,
+    limits: Limits,
+) -> Result<(crate::plugin::sandbox::Plugin, Fetched), LoadError> {
     let source = PluginSource::parse(plugin, registry)?;
     if let Some(path) = source.file()
         && !path.is_file()
@@ -143,13 +138,25 @@ pub async fn component(
     }
     let component = source.fetch(registry).await?;
     let sandbox = Sandbox::shared().map_err(LoadError::Engine)?;
-    let loaded = sandbox.load(&component.wasm, None, limits).await.map_err(|source| LoadError::Plugin {
-        verb: "loading",
-        origin: component.origin.clone(),
-        source,
-    })?;
-    let reference = source.file().is_none().then_some(component.origin);
-    Ok((loaded, reference))
+    let loaded = match sandbox.load(&component.wasm, cache_dir, limits).await {
+        // The cache cannot be written (a read-only image whose artifacts
+        // were compiled for another CPU): compile in memory instead.
+        Err(PluginError::Cache { path, source }) => {
+            tracing::warn!(cache = %path.display(), error = %source, "the plugin cache is not usable; compiling the plugin in memory");
+            sandbox.load(&component.wasm, None, limits).await
+        }
+        other => other,
+    }
+    .map_err(|source| LoadError::Plugin { verb: "loading", origin: component.origin.clone(), source })?;
+    Ok((loaded, Fetched { origin: component.origin, pulled: source.file().is_none() }))
+}
+
+/// Where a fetched component came from.
+struct Fetched {
+    /// The file, or the digest-pinned reference.
+    origin: String,
+    /// Whether it was pulled from a registry.
+    pulled: bool,
 }
 
 /// The `.wasm` files in the directory of a missing plugin, to name them.
