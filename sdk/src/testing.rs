@@ -60,15 +60,22 @@ pub enum Outcome {
 impl<'a> Fixture<'a> {
     /// Runs `case` through the provider `P` natively.
     pub fn answered_by<P: Provider>(case: &'a Case) -> Self {
-        let expected = match case.call {
-            Call::Plan => P::plan(&case.input).map(Outcome::Plan),
-            Call::Cleanup => P::cleanup(&case.input).map(Outcome::Cleanup),
+        let expected = Answer::of::<P>(case.call, &case.input);
+        Fixture { name: case.name, call: case.call, input: &case.input, expected }
+    }
+}
+
+impl Answer {
+    /// What `P` answers when `call` is made with `input`, natively.
+    pub fn of<P: Provider>(call: Call, input: &Input) -> Answer {
+        let answer = match call {
+            Call::Plan => P::plan(input).map(Outcome::Plan),
+            Call::Cleanup => P::cleanup(input).map(Outcome::Cleanup),
         };
-        let expected = match expected {
+        match answer {
             Ok(outcome) => Answer::Ok(outcome),
             Err(error) => Answer::Err(error),
-        };
-        Fixture { name: case.name, call: case.call, input: &case.input, expected }
+        }
     }
 }
 
@@ -93,15 +100,7 @@ pub fn shared_cases(json: &str) -> Result<Vec<SharedCase>, String> {
 
 /// What `P` answers to `case`, in the form of [`SharedCase::expected`].
 pub fn answer<P: Provider>(case: &SharedCase) -> serde_json::Value {
-    let answer = match case.call {
-        Call::Plan => P::plan(&case.input).map(Outcome::Plan),
-        Call::Cleanup => P::cleanup(&case.input).map(Outcome::Cleanup),
-    };
-    let answer = match answer {
-        Ok(outcome) => Answer::Ok(outcome),
-        Err(error) => Answer::Err(error),
-    };
-    serde_json::to_value(answer).expect("contract types serialize")
+    serde_json::to_value(Answer::of::<P>(case.call, &case.input)).expect("contract types serialize")
 }
 
 /// Whether two answers are the same JSON value, each object `manifest`
