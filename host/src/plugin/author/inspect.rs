@@ -154,14 +154,20 @@ struct RuleDocument {
     detail: Option<&'static str>,
 }
 
+/// The places of a grant rule (`namespaces`, `clusterScoped`) that cover
+/// exactly a request's scope.
+fn places(scope: &NamespaceScope) -> (Vec<String>, bool) {
+    match scope {
+        NamespaceScope::Tenant => (vec!["{tenant}".to_string()], false),
+        NamespaceScope::Named(namespace) => (vec![namespace.clone()], false),
+        NamespaceScope::Any => (vec!["*".to_string()], false),
+        NamespaceScope::ClusterScoped => (vec![], true),
+    }
+}
+
 impl RuleDocument {
     fn new(cluster: Cluster, scope: &NamespaceScope, group: &str, kind: &str, detail: Option<&'static str>) -> Self {
-        let (namespaces, cluster_scoped) = match scope {
-            NamespaceScope::Tenant => (vec!["{tenant}".to_string()], false),
-            NamespaceScope::Named(namespace) => (vec![namespace.clone()], false),
-            NamespaceScope::Any => (vec!["*".to_string()], false),
-            NamespaceScope::ClusterScoped => (vec![], true),
-        };
+        let (namespaces, cluster_scoped) = places(scope);
         RuleDocument {
             cluster,
             namespaces,
@@ -229,12 +235,8 @@ pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantW
             targets: copied
                 .iter()
                 .map(|c| {
-                    let rule = RuleDocument::new(c.cluster, &c.scope, "", "", None);
-                    PlaceDocument {
-                        cluster: c.cluster,
-                        namespaces: rule.namespaces,
-                        cluster_scoped: rule.cluster_scoped,
-                    }
+                    let (namespaces, cluster_scoped) = places(&c.scope);
+                    PlaceDocument { cluster: c.cluster, namespaces, cluster_scoped }
                 })
                 .collect(),
         }),
