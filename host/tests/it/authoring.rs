@@ -59,7 +59,8 @@ async fn published() -> &'static Published {
                     &format!("v{}", env!("CARGO_PKG_VERSION")),
                     &workspace.join("sdk-go"),
                 );
-                let (runtime, version) = registries::go_runtime_source(&workspace);
+                let runtime = dir.path().join("go-runtime");
+                let version = registries::go_runtime(&workspace, &runtime);
                 registries::go_module(&proxy, "go.bytecodealliance.org/pkg", &version, &runtime);
                 // The tarball `npm publish` would upload (its prepack step
                 // puts the contract's WIT in).

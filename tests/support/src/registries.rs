@@ -6,8 +6,8 @@
 //!   `cargo package` writes for the SDK, the file `cargo publish` uploads;
 //! - a Go module proxy directory (`GOPROXY=file://…`) with module zips as
 //!   the Go proxy serves them: the SDK (from a tag of its subdirectory) and
-//!   the runtime package its bindings import, unmodified from the
-//!   wit-bindgen-go release cargo fetched.
+//!   the runtime package its bindings import, its code and go.mod
+//!   unmodified from the wit-bindgen-go release cargo fetched.
 //!
 //! The author's build is pointed at them and at nothing of this clone.
 
@@ -168,31 +168,22 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<String>) {
 }
 
 /// The runtime package the Go SDK's generated bindings import
-/// (`go.bytecodealliance.org/pkg`), as released inside the wit-bindgen-go
-/// crate cargo fetched for this workspace: its directory and version.
-pub fn go_runtime_source(workspace: &Path) -> (PathBuf, String) {
-    let metadata: Value = serde_json::from_slice(&run(Command::new(env!("CARGO")).current_dir(workspace).args([
-        "metadata",
-        "--format-version",
-        "1",
-        "--offline",
-    ])))
-    .unwrap();
-    let package = metadata["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "wit-bindgen-go")
-        .expect("wit-bindgen-go in the workspace");
-    let dir = Path::new(package["manifest_path"].as_str().unwrap()).parent().unwrap().join("src/pkg");
+/// (`go.bytecodealliance.org/pkg`), written into `out` by `plugin-build
+/// go-runtime` (the one place that finds it in the wit-bindgen-go crate
+/// cargo fetched: its go.mod, licence and code, unmodified), and the
+/// version sdk-go requires.
+pub fn go_runtime(workspace: &Path, out: &Path) -> String {
+    run(Command::new(env!("CARGO"))
+        .current_dir(workspace)
+        .args(["run", "-q", "-p", "plugin-build", "--", "go-runtime", "--out"])
+        .arg(out));
     let sdk_go_mod = std::fs::read_to_string(workspace.join("sdk-go/go.mod")).unwrap();
-    let version = sdk_go_mod
+    sdk_go_mod
         .lines()
         .find_map(|l| l.trim().strip_prefix("require go.bytecodealliance.org/pkg "))
         .expect("sdk-go requires the runtime")
         .trim()
-        .to_string();
-    (dir, version)
+        .to_string()
 }
 
 /// An npm registry on a local port serving the tarballs `npm pack` wrote
