@@ -23,7 +23,7 @@ find_leftovers() {
     [ -n "$cmd" ] || continue   # kernel threads and zombies have no command line
     exe="${cmd%% *}"
     case "${exe##*/}" in
-      etcd|kube-apiserver|source-controller|helm-controller|registry) ;;
+      etcd|kube-apiserver|source-controller|helm-controller|registry|jaeger) ;;
       *) continue ;;
     esac
     case "$cmd" in

@@ -112,3 +112,42 @@ impl FluxBinaries {
         })
     }
 }
+
+/// The Prometheus module version (Prometheus 3.16.0) whose `promtool`
+/// `build-observability-bins.sh` builds.
+pub const PROMETHEUS_VERSION: &str = "v0.316.0";
+/// The Jaeger version it builds (`cmd/jaeger`, OTLP in, query API out).
+pub const JAEGER_VERSION: &str = "v1.75.0";
+/// Env vars overriding those two binaries.
+pub const ENV_PROMTOOL: &str = "TESTBED_PROMTOOL";
+pub const ENV_JAEGER: &str = "TESTBED_JAEGER";
+const BUILD_OBSERVABILITY_BINS: &str = "build-observability-bins.sh";
+
+/// The tools that read what the host exports: Prometheus' rule checker and
+/// tester, and a trace collector with a query API.
+#[derive(Debug, Clone)]
+pub struct ObservabilityBinaries {
+    pub promtool: PathBuf,
+    pub jaeger: PathBuf,
+}
+
+impl ObservabilityBinaries {
+    /// Finds both via the env vars, else the build script's cache.
+    pub fn locate() -> Result<Self> {
+        let root = cache_root();
+        Ok(Self {
+            promtool: locate(
+                ENV_PROMTOOL,
+                root.join(format!("promtool-{PROMETHEUS_VERSION}/promtool")),
+                "promtool",
+                BUILD_OBSERVABILITY_BINS,
+            )?,
+            jaeger: locate(
+                ENV_JAEGER,
+                root.join(format!("jaeger-{JAEGER_VERSION}/jaeger")),
+                "Jaeger",
+                BUILD_OBSERVABILITY_BINS,
+            )?,
+        })
+    }
+}

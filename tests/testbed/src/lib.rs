@@ -32,6 +32,7 @@ pub mod env;
 mod error;
 pub mod flux_sim;
 pub mod helm_chart;
+pub mod jaeger;
 pub mod openmcp;
 pub mod openmcp_sim;
 pub mod pki;
