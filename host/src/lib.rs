@@ -30,7 +30,8 @@
 //! stores, [`render`] runs the data path on files; [`error`], [`resource`]
 //! (Kubernetes plumbing), [`instance`] (an instance and its reach),
 //! [`owner`] and [`syntax`] (what Kubernetes accepts as a name: the rule
-//! every string meets before it reaches a URL), [`metrics`], [`logging`].
+//! every string meets before it reaches a URL), [`metrics`], [`logging`],
+//! [`telemetry`] (traces).
 //!
 //! Dependencies point one way: no room imports a room that imports it, the
 //! wings call downwards only, and a step of the reconcile never reaches
@@ -53,5 +54,6 @@ pub mod render;
 pub mod resource;
 mod stores;
 pub mod syntax;
+pub mod telemetry;
 
 pub use error::{Category, Error};

@@ -19,6 +19,10 @@ use service_provider_host::plugin::sandbox::{Limits, Sandbox};
 use service_provider_host::plugin::{author, load, oci};
 use service_provider_host::reconcile::rollout::Cohort;
 use service_provider_host::render::{self, Request};
+use service_provider_host::telemetry::Traces;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Where the container image puts the plugin.
 const DEFAULT_PLUGIN: &str = "/plugins/provider.wasm";
@@ -422,7 +426,10 @@ impl ProviderArgs {
         })
     }
 
-    fn init_logging(&self) {
+    /// The log on stderr, and traces where the `OTEL_*` variables ask for
+    /// them (see `telemetry`); the traces are sent until the returned value
+    /// is dropped.
+    fn init_logging(&self) -> anyhow::Result<Option<Traces>> {
         let level = self.verbosity.level();
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn")));
@@ -435,16 +442,21 @@ impl ProviderArgs {
             Verbosity::Debug => tracing_subscriber::fmt::format::FmtSpan::CLOSE,
             Verbosity::Error | Verbosity::Info => tracing_subscriber::fmt::format::FmtSpan::NONE,
         };
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_ansi(ansi)
-            .with_span_events(spans);
-        match self.log_format {
+        let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).with_span_events(spans);
+        let log = match self.log_format {
             // Fields on one line: what plugins and clusters say forges none.
-            LogFormat::Text => builder.fmt_fields(service_provider_host::logging::OneLineFields::default()).init(),
-            LogFormat::Json => builder.json().init(),
+            LogFormat::Text => log.fmt_fields(service_provider_host::logging::OneLineFields::default()).boxed(),
+            LogFormat::Json => log.json().boxed(),
+        };
+        let traces = Traces::from_env()?;
+        tracing_subscriber::registry()
+            .with(log.with_filter(filter))
+            .with(traces.as_ref().map(|traces| traces.layer()))
+            .init();
+        if traces.is_some() {
+            tracing::info!("sending traces over OTLP (OTEL_* variables)");
         }
+        Ok(traces)
     }
 }
 
@@ -602,7 +614,7 @@ fn main() -> std::process::ExitCode {
 async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
         Command::Init(args) => {
-            args.provider.init_logging();
+            let _traces = args.provider.init_logging()?;
             let settings = args.provider.settings()?;
             let plugin = args.provider.plugin.load().await?;
             let metrics = Metrics::new();
@@ -614,7 +626,7 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             controller::init_with(&plugin, &settings, platform, &metrics, &options).await?;
         }
         Command::Run(args) => {
-            args.provider.init_logging();
+            let _traces = args.provider.init_logging()?;
             let settings = args.provider.settings()?;
             let endpoints = Endpoints {
                 metrics: server::bind_address(&args.metrics_bind_address)?,
@@ -699,7 +711,7 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
 /// `diff`: the fleet preview, printed; its exit code says whether anything
 /// would change (with --exit-code).
 async fn diff(args: DiffArgs) -> anyhow::Result<std::process::ExitCode> {
-    args.provider.init_logging();
+    let _traces = args.provider.init_logging()?;
     let settings = args.provider.settings()?;
     let candidate = args.provider.plugin.load_with(load::Ungranted::Drop, None, None).await?;
     let current = args
