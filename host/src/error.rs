@@ -44,6 +44,20 @@ pub enum Category {
     Internal,
 }
 
+impl Category {
+    pub const ALL: [Category; 9] = [
+        Category::UserInput,
+        Category::Conflict,
+        Category::Plugin,
+        Category::PluginTimeout,
+        Category::CapabilityDenied,
+        Category::Access,
+        Category::Kubernetes,
+        Category::Config,
+        Category::Internal,
+    ];
+}
+
 impl crate::metrics::LabelValue for Category {
     /// The metrics label.
     fn label(self) -> &'static str {

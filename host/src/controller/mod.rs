@@ -27,8 +27,9 @@ use tracing::info;
 use crate::adopt::Adoption;
 use crate::clusters::onboarding::Onboarding;
 use crate::clusters::{self, ClientCache, client_from_kubeconfig};
-use crate::metrics::Metrics;
-use crate::plugin::plan::Planner;
+use crate::metrics::{Metrics, Role};
+use crate::plugin::plan::{Planner, Refusal};
+use crate::plugin::sandbox::{Method, Stopped};
 use crate::reconcile::access;
 use crate::reconcile::memory::Memory;
 use crate::reconcile::rollout::{Canary, Cohort, Halt, Rollout};
@@ -331,8 +332,16 @@ pub fn check_canary(plugin: &Planner, canary: &Planner) -> Result<(), Error> {
 pub fn shared(plugins: impl Into<Plugins>, settings: &Settings, reached: Reached, metrics: Arc<Metrics>) -> Shared {
     let Plugins { plugin: planner, shadow, canary } = plugins.into();
     let Reached { platform, onboarding, onboarding_secret, platform_versions } = reached;
-    let canary = canary
-        .map(|c| Canary::new(Loaded::new(c.planner, platform_versions.clone()), c.cohort, c.allowed_failures, c.halt));
+    metrics.from_zero(&crate::error::Category::ALL, &crate::reconcile::budget::Limit::ALL);
+    let planner = metered(planner, Role::Plugin, &metrics);
+    let shadow = shadow.map(|shadow| {
+        metrics.shadowed_by(shadow.plugin.digest());
+        metered(shadow, Role::Shadow, &metrics)
+    });
+    let canary = canary.map(|c| {
+        let planner = metered(c.planner, Role::Canary, &metrics);
+        Canary::new(Loaded::new(planner, platform_versions.clone()), c.cohort, c.allowed_failures, c.halt)
+    });
     let rollout = Rollout { shadow, canary };
     let field_manager = settings.field_manager();
     let blockers = Blockers::new(planner.plugin.input_limit());
@@ -366,6 +375,15 @@ pub fn shared(plugins: impl Into<Plugins>, settings: &Settings, reached: Reached
         rollout,
         metrics,
     }
+}
+
+/// `planner`, reporting each call of its plugin to `metrics` in `role`.
+fn metered(planner: Planner, role: Role, metrics: &Metrics) -> Planner {
+    let plugin = &planner.plugin;
+    let meter = metrics.plugin_meter(plugin.name(), plugin.digest(), role, plugin.bounds());
+    // Every way a plan or cleanup can end, counted from zero.
+    meter.from_zero(&[Method::Plan, Method::Cleanup], &Stopped::ALL, &Refusal::ALL);
+    Planner { plugin: plugin.metered(meter), granted: planner.granted }
 }
 
 #[cfg(test)]

@@ -57,6 +57,9 @@ use crate::stores::{Packed, Stores, Watched, blockers, pack_event};
 /// pushing the reconcile back (a steady stream waits until it pauses).
 const DEBOUNCE: Duration = Duration::from_millis(250);
 
+/// How many instances are reconciled at once.
+const CONCURRENCY: u16 = 8;
+
 /// The kinds the plugin may copy: Secrets always, ConfigMaps when it asks
 /// for them anywhere (copies and objects share capabilities).
 fn copied_kinds(plugin: &Loaded) -> Vec<kube::api::ApiResource> {
@@ -91,6 +94,30 @@ fn service_object_changed(object: &Packed) -> Option<u64> {
     (meta.generation, meta.annotations, meta.labels, meta.finalizers, meta.deletion_timestamp.map(|t| t.0))
         .hash(&mut hasher);
     Some(hasher.finish())
+}
+
+/// `mapper`, with each request it makes seen going into the work queue
+/// (its metrics, see [`crate::metrics::workqueue`]).
+fn requesting<I: IntoIterator<Item = ObjectRef<Packed>>>(
+    ctx: &Arc<Shared>,
+    mapper: impl Fn(Packed) -> I + Send + Sync + 'static,
+) -> impl Fn(Packed) -> Vec<ObjectRef<Packed>> + Send + Sync + 'static {
+    let queue = ctx.metrics.workqueue.clone();
+    move |object| {
+        let requests: Vec<_> = mapper(object).into_iter().collect();
+        requests.iter().for_each(|r| queue.requested(key_of(r)));
+        requests
+    }
+}
+
+/// The work queue's key of an instance.
+fn key_of<K: reflector::Lookup>(r: &ObjectRef<K>) -> (String, String) {
+    (r.namespace.clone().unwrap_or_default(), r.name.clone())
+}
+
+/// The work queue's key of a stored service object.
+fn stored_key(object: &Packed) -> (String, String) {
+    (object.namespace().unwrap_or_default().to_string(), object.name_any())
 }
 
 fn instance_ref(plugin: &Loaded, namespace: &str, name: &str) -> ObjectRef<Packed> {
@@ -157,6 +184,9 @@ pub async fn run_until(
 ) {
     let mut stores = Stores::default();
     let (primary, controller) = watch_service_objects(&ctx);
+    let primary_store = primary.store.clone();
+    let store = primary_store.clone();
+    ctx.metrics.instances.count_from(Some(Box::new(move || store.state().iter().map(|o| o.phase()).collect())));
     let controller = watch_platform_objects(controller, &ctx, &mut stores);
     let controller = watch_access_requests(controller, &ctx, &mut stores);
     let controller = watch_sources_and_copies(controller, &ctx, &mut stores);
@@ -172,14 +202,21 @@ pub async fn run_until(
     let halted = tokio::spawn(reconcile_all_when_the_canary_halts(ctx.clone(), trigger.clone()));
     let provider_config = tokio::spawn(watch_provider_config(ctx.clone(), objects, trigger));
     let evict = tokio::spawn(evict_idle(ctx.clone()));
+    // Every instance in the store, as the controller asks for it.
+    let (c, store) = (ctx.clone(), primary_store.clone());
+    let all = all.inspect(move |()| store.state().iter().for_each(|o| c.metrics.workqueue.requested(stored_key(o))));
+    let queue = ctx.metrics.workqueue.clone();
     controller
         .reconcile_all_on(all)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, reconcile::error_policy, ctx.clone())
-        .for_each(|result| async move {
+        .for_each(|result| async {
             match result {
                 Ok((object, _)) => debug!(%object, "reconciled"),
-                Err(controller::Error::ObjectNotFound(object)) => debug!(%object, "gone before its turn"),
+                Err(controller::Error::ObjectNotFound(object)) => {
+                    queue.dropped(&key_of(&object));
+                    debug!(%object, "gone before its turn")
+                }
                 // A watch that cannot list or watch (retried with backoff):
                 // the stores it fills stay behind until it recovers.
                 Err(controller::Error::QueueError(e)) => warn!(error = %e, "a watch failed"),
@@ -191,6 +228,7 @@ pub async fn run_until(
     halted.abort();
     cache.abort();
     evict.abort();
+    ctx.metrics.instances.count_from(None);
     // The writers are gone with the watches: no reads from stale stores.
     ctx.watches.set_stores(Stores::default());
     ctx.watches.blockers.set_wake(None);
@@ -211,7 +249,11 @@ fn watch_service_objects(ctx: &Arc<Shared>) -> (Watched, Wired) {
     // the deletion, which also moves the generation of an object with
     // finalizers). Without this, every status write was one more reconcile,
     // often before the stores had seen what that reconcile had just written.
-    let objects = objects.predicate_filter(service_object_changed, PredicateConfig::default()).boxed();
+    let queue = ctx.metrics.workqueue.clone();
+    let objects = objects
+        .predicate_filter(service_object_changed, PredicateConfig::default())
+        .inspect_ok(move |object| queue.requested(stored_key(object)))
+        .boxed();
     // The service objects are listed (and reconciles start) only once every
     // other watch has listed: reconciles read from those stores, and a read
     // before would go to the API server instead, with permissions the host
@@ -224,7 +266,8 @@ fn watch_service_objects(ctx: &Arc<Shared>) -> (Watched, Wired) {
     .flatten()
     .boxed();
     let controller = Controller::for_stream_with(objects, primary.store.clone(), ctx.plugin.service.clone())
-        .with_config(controller::Config::default().concurrency(8).debounce(DEBOUNCE));
+        .with_config(controller::Config::default().concurrency(CONCURRENCY).debounce(DEBOUNCE));
+    ctx.metrics.workqueue.start(&ctx.plugin.service.kind.to_lowercase(), CONCURRENCY.into(), DEBOUNCE);
     (primary, controller)
 }
 
@@ -241,7 +284,7 @@ fn watch_platform_objects(mut controller: Wired, ctx: &Arc<Shared>, stores: &mut
         let c = ctx.clone();
         controller = controller.watches_stream_with(
             objects,
-            move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o),
+            requesting(ctx, move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o)),
             resource,
         );
     }
@@ -259,12 +302,12 @@ fn watch_access_requests(controller: Wired, ctx: &Arc<Shared>, stores: &mut Stor
     let c = ctx.clone();
     controller.watches_stream_with(
         objects,
-        move |ar: Packed| {
+        requesting(ctx, move |ar: Packed| {
             let labels = ar.full_metadata().ok()?.labels?;
             let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
             let namespace = labels.get(access::LABEL_ONBOARDING_NAMESPACE)?;
             Some(instance_ref(&c.plugin, namespace, name))
-        },
+        }),
         access::access_request_resource(),
     )
 }
@@ -283,10 +326,10 @@ fn watch_sources_and_copies(mut controller: Wired, ctx: &Arc<Shared>, stores: &m
         let source_kind = kind.kind.clone();
         controller = controller.watches_stream_with(
             objects,
-            move |o: Packed| {
+            requesting(ctx, move |o: Packed| {
                 let users = c.memory.users_of_source(&source_kind, &o.name_any());
                 users.into_iter().map(|(ns, name)| instance_ref(&c.plugin, &ns, &name)).collect::<Vec<_>>()
-            },
+            }),
             kind.clone(),
         );
         // The copies on the platform cluster: an edit or deletion is undone.
@@ -297,7 +340,7 @@ fn watch_sources_and_copies(mut controller: Wired, ctx: &Arc<Shared>, stores: &m
         let c = ctx.clone();
         controller = controller.watches_stream_with(
             objects,
-            move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o),
+            requesting(ctx, move |o: Packed| owner_of(&c.plugin, &c.identity.provider_name, &o)),
             kind,
         );
     }
@@ -310,7 +353,10 @@ fn wake_on_blockers(controller: Wired, ctx: &Arc<Shared>) -> Wired {
     let (blocker_changed, blocked) = futures::channel::mpsc::unbounded();
     ctx.watches.blockers.set_wake(Some(blocker_changed));
     let c = ctx.clone();
-    controller.reconcile_on(blocked.map(move |(ns, name): (String, String)| instance_ref(&c.plugin, &ns, &name)))
+    controller.reconcile_on(blocked.map(move |(ns, name): (String, String)| {
+        c.metrics.workqueue.requested((ns.clone(), name.clone()));
+        instance_ref(&c.plugin, &ns, &name)
+    }))
 }
 
 /// Drops the connection pools nobody used for [`clusters::POOL_IDLE`] and

@@ -48,6 +48,11 @@ pub enum Limit {
     RequeueFloor,
 }
 
+impl Limit {
+    pub const ALL: [Limit; 5] =
+        [Limit::StatusSize, Limit::PlanSize, Limit::WriteRate, Limit::MessageInterval, Limit::RequeueFloor];
+}
+
 impl LabelValue for Limit {
     fn label(self) -> &'static str {
         match self {

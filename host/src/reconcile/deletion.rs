@@ -18,7 +18,7 @@ use super::apply;
 use super::memory::Memo;
 use super::reach::{Connected, check_kinds, current_request, instance_access, remaining_access};
 use super::shared::{Clusters, Identity};
-use super::{InstanceKey, Shared, WAIT, key_of, not_yet, timed};
+use super::{InstanceKey, Shared, WAIT, key_of, not_yet};
 use super::{gather, status};
 use crate::clusters::ClientCache;
 use crate::error::report;
@@ -65,19 +65,18 @@ async fn cleanup_steps(
     let held = hold_access(ctx, object, &key, instance, &tenant).await?;
     let reach = held.reach(&ctx.clusters);
     let input = observe(ctx, &key, raw, instance, provider_config, &held, &reach).await?;
-    let teardown =
-        match timed(&ctx.metrics, plan::PluginCall::Cleanup, plan::cleanup(&ctx.plugin.planner, &input)).await? {
-            Err(e) => {
-                return Err(Error::PluginTransient {
-                    plugin: ctx.plugin.descriptor().name.clone(),
-                    message: e.to_string(),
-                });
-            }
-            Ok(CleanupPlan::Blocked(blocked)) => {
-                return wait_for_blockers(ctx, object, &key, &held, &reach, &input, blocked).await;
-            }
-            Ok(CleanupPlan::Teardown(teardown)) => teardown,
-        };
+    let teardown = match plan::cleanup(&ctx.plugin.planner, &input).await? {
+        Err(e) => {
+            return Err(Error::PluginTransient {
+                plugin: ctx.plugin.descriptor().name.clone(),
+                message: e.to_string(),
+            });
+        }
+        Ok(CleanupPlan::Blocked(blocked)) => {
+            return wait_for_blockers(ctx, object, &key, &held, &reach, &input, blocked).await;
+        }
+        Ok(CleanupPlan::Teardown(teardown)) => teardown,
+    };
     ctx.watches.blockers.forget(&key);
     let in_progress =
         ServiceStatus { resources: teardown.resources.clone(), ..status::terminating("Cleanup in progress") };

@@ -5,7 +5,6 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use kube::Client;
 use kube::api::DynamicObject;
-use kube::runtime::controller::Action;
 use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, Input, KubeconfigRef, ObjectCopy, PlanError};
 use tracing::info;
@@ -20,7 +19,7 @@ use super::reach::{Obtained, check_kinds, client_for, instance_access, obtain};
 use super::rollout;
 use super::shared::Loaded;
 use super::status::{self, StatusWriter};
-use super::{DEFAULT_POLL, InstanceKey, Outcome, Shared, WAIT, key_of, timed};
+use super::{Again, DEFAULT_POLL, InstanceKey, Outcome, Shared, WAIT, key_of};
 use crate::Error;
 use crate::adopt::Predecessor;
 use crate::error::report;
@@ -37,7 +36,7 @@ pub(super) async fn run(
     provider_config: Option<&Value>,
     ctx: &Shared,
     plugin: &Loaded,
-) -> Result<(Outcome, Action), Error> {
+) -> Result<(Outcome, Again), Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
     let instance = Instance::from_object(&raw)?;
     let result = match provider_config {
@@ -51,7 +50,7 @@ pub(super) async fn run(
                 .write(object, &status::failed(error.category().reason(), report(&error)), status::Severity::Warning)
                 .await?;
             match error.category().needs_a_person() {
-                true => Ok((Outcome::InvalidInput, Action::requeue(DEFAULT_POLL))),
+                true => Ok((Outcome::InvalidInput, Again::After(DEFAULT_POLL))),
                 false => Err(error),
             }
         }
@@ -67,10 +66,10 @@ async fn apply_with_config(
     provider_config: &Value,
     ctx: &Shared,
     plugin: &Loaded,
-) -> Result<(Outcome, Action), Error> {
+) -> Result<(Outcome, Again), Error> {
     let key = key_of(object);
     let Some(kubeconfigs) = obtain_access(ctx, plugin, object, &key, instance).await? else {
-        return Ok((Outcome::Waiting, Action::requeue(WAIT)));
+        return Ok((Outcome::Waiting, Again::After(WAIT)));
     };
     let clients = connect(ctx, plugin, &key, &kubeconfigs).await?;
     let reach = Reach {
@@ -80,7 +79,7 @@ async fn apply_with_config(
         workload: clients.workload.as_ref(),
     };
     let (input, fetched) = observe(ctx, plugin, raw, instance, provider_config, kubeconfigs, &reach).await?;
-    let planned = timed(&ctx.metrics, plan::PluginCall::Plan, plan::reconcile(&plugin.planner, &input)).await;
+    let planned = plan::reconcile(&plugin.planner, &input).await;
     let recorders = rollout::Recorders { status: &ctx.status, memory: &ctx.memory, metrics: &ctx.metrics };
     rollout::shadow(&ctx.rollout, &recorders, object, &key, &input, &planned).await;
     let plan = match planned? {
@@ -104,7 +103,7 @@ async fn apply_with_config(
             status::Wrote::Held(status_wait) => wait.min(status_wait),
             _ => wait,
         };
-        return Ok((Outcome::Limited, Action::requeue(wait)));
+        return Ok((Outcome::Limited, Again::After(wait)));
     }
     let Written { writes, adopted, retired } =
         write(ctx, plugin, instance, &reach, &plan, provider_config, &fetched).await?;
@@ -120,16 +119,16 @@ async fn apply_with_config(
 
 /// When to look again: the plugin's requeue (at least the floor), or
 /// sooner where the status could not be written yet.
-fn next_look(metrics: &Metrics, requeue_after_seconds: u32, wrote: status::Wrote) -> Action {
+fn next_look(metrics: &Metrics, requeue_after_seconds: u32, wrote: status::Wrote) -> Again {
     let (asked, raised) = budget::requeue(requeue_after_seconds);
     if raised {
         metrics.limited(budget::Limit::RequeueFloor);
     }
     match (asked, wrote) {
-        (Some(asked), status::Wrote::Held(wait)) => Action::requeue(asked.min(wait)),
-        (None, status::Wrote::Held(wait)) => Action::requeue(wait),
-        (Some(asked), _) => Action::requeue(asked),
-        (None, _) => Action::await_change(),
+        (Some(asked), status::Wrote::Held(wait)) => Again::After(asked.min(wait)),
+        (None, status::Wrote::Held(wait)) => Again::After(wait),
+        (Some(asked), _) => Again::After(asked),
+        (None, _) => Again::OnChange,
     }
 }
 

@@ -48,7 +48,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::{Value, json};
-use tracing::{Instrument, debug, info, instrument, warn};
+use tracing::{debug, info, instrument, warn};
 
 pub use shared::Shared;
 
@@ -56,8 +56,7 @@ pub use crate::instance::InstanceKey;
 
 use crate::Error;
 use crate::error::report;
-use crate::metrics::{LabelValue, Metrics};
-use crate::plugin::plan;
+use crate::metrics::LabelValue;
 use crate::stores::Lookup;
 
 /// The openmcp operation annotation and its values.
@@ -91,6 +90,22 @@ pub enum Outcome {
     Deleted,
 }
 
+/// When to reconcile an instance again if no watch does first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Again {
+    After(Duration),
+    OnChange,
+}
+
+impl Again {
+    pub fn action(self) -> Action {
+        match self {
+            Again::After(after) => Action::requeue(after),
+            Again::OnChange => Action::await_change(),
+        }
+    }
+}
+
 /// How a reconcile ended, as the `reconciles` metric counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
@@ -121,15 +136,23 @@ fn key_of(object: &impl Resource) -> InstanceKey {
 }
 
 /// Entry point for the controller: one span per reconcile, so every log
-/// line of it names the instance.
-#[instrument(skip_all, fields(namespace = %object.namespace().unwrap_or_default(), instance = %object.name_any()))]
+/// line of it names the instance, and the root of its trace
+/// ([`crate::telemetry`]) with the plugin's digest and the outcome.
+#[instrument(skip_all, fields(
+    namespace = %object.namespace().unwrap_or_default(),
+    instance = %object.name_any(),
+    plugin.digest = tracing::field::Empty,
+    outcome = tracing::field::Empty,
+))]
 pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, Error> {
     let started = Instant::now();
     let key = key_of(object.as_ref());
-    // A panic must stay with its instance: the controller, and with it
-    // every other instance, goes on.
+    ctx.metrics.workqueue.started(key.clone());
     // The plugin, or a canary for an instance of its cohort.
     let plugin = ctx.rollout.plugin_for(&ctx.plugin, &object);
+    tracing::Span::current().record("plugin.digest", plugin.planner.plugin.digest());
+    // A panic must stay with its instance: the controller, and with it
+    // every other instance, goes on.
     let result = match AssertUnwindSafe(reconcile_instance(object.clone(), &ctx, plugin)).catch_unwind().await {
         Ok(result) => result,
         Err(panic) => Err(Error::Panic {
@@ -145,31 +168,60 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<A
         }
     };
     ctx.metrics.reconciled(ended, started.elapsed());
+    record_in_the_queue(&ctx, key.clone(), &result);
+    tracing::Span::current().record("outcome", ended.label());
     let recorders = rollout::Recorders { status: &ctx.status, memory: &ctx.memory, metrics: &ctx.metrics };
     ctx.rollout.ended(plugin, &recorders, &object, &result).await;
     if result.is_ok() {
         ctx.memory.succeeded(&key);
     }
-    result.map(|(_, action)| action)
+    result.map(|(_, again)| again.action())
+}
+
+/// How the reconcile of `key` ended, in controller-runtime's words, and
+/// when it comes back.
+fn record_in_the_queue(ctx: &Shared, key: InstanceKey, result: &Result<(Outcome, Again), Error>) {
+    use crate::metrics::workqueue::Ended as Queue;
+    let queue = &ctx.metrics.workqueue;
+    let ended = match result {
+        Ok((_, Again::After(_))) => Queue::RequeueAfter,
+        Ok((_, Again::OnChange)) => Queue::Success,
+        // A deletion step that waits, as asked: not an error.
+        Err(e) if e.not_yet().is_some() => Queue::RequeueAfter,
+        Err(_) => Queue::Error,
+    };
+    queue.finished(&key, ended, matches!(result, Err(Error::Panic { .. })));
+    if let Ok((_, Again::After(after))) = result {
+        queue.requeued(key, *after, false);
+    }
 }
 
 /// Requeue policy on errors: "not yet" (deletion in progress) waits as asked;
 /// real failures back off exponentially per instance, 1 s up to 5 min.
 pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Shared>) -> Action {
+    let key = key_of(object.as_ref());
+    let (after, retry) = retry_after(&key, error, &ctx);
+    ctx.metrics.workqueue.requeued(key, after, retry);
+    Action::requeue(after)
+}
+
+/// When a reconcile that returned `error` runs again, and whether that is
+/// a retry of a failure.
+fn retry_after(key: &InstanceKey, error: &Error, ctx: &Shared) -> (Duration, bool) {
     if let Some(after) = error.not_yet() {
-        return Action::requeue(after);
+        return (after, false);
     }
-    let instance = format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any());
+    let instance = format!("{}/{}", key.0, key.1);
     if stale_finalizer_view(error) {
         // Another trigger ran on a cached copy from before our own finalizer
         // patch; the guarded patch refused it. Not a failure: look again.
         debug!(%instance, "finalizer already being added; retrying");
-        return Action::requeue(Duration::from_millis(200));
+        return (Duration::from_millis(200), true);
     }
-    let n = ctx.memory.failed(&key_of(object.as_ref()));
+    let n = ctx.memory.failed(key);
     let delay = Duration::from_secs(1u64 << (n - 1).min(8)).min(Duration::from_secs(300));
     warn!(%instance, category = error.category().label(), error = %report(error), retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay)
+    (delay, true)
 }
 
 /// The finalizer helper's guarded JSON patch failed its `test` (422) or
@@ -198,7 +250,7 @@ async fn reconcile_instance(
     object: Arc<DynamicObject>,
     ctx: &Shared,
     plugin: &shared::Loaded,
-) -> Result<(Outcome, Action), Error> {
+) -> Result<(Outcome, Again), Error> {
     let name = object.name_any();
     let api: Api<DynamicObject> = Api::namespaced_with(
         ctx.clusters.onboarding.clone(),
@@ -208,14 +260,14 @@ async fn reconcile_instance(
 
     if operation(&object) == Some(OPERATION_IGNORE) {
         debug!("ignored (operation annotation)");
-        return Ok((Outcome::Ignored, Action::await_change()));
+        return Ok((Outcome::Ignored, Again::OnChange));
     }
     let provider_config = read_provider_config(ctx).await?;
     if provider_config.as_ref().and_then(|pc| pc.pointer("/metadata/annotations").and_then(|a| a.get(OPERATION)))
         == Some(&json!(OPERATION_IGNORE))
     {
         debug!("ignored (operation annotation on the ProviderConfig)");
-        return Ok((Outcome::Ignored, Action::await_change()));
+        return Ok((Outcome::Ignored, Again::OnChange));
     }
     let object = if operation(&object) == Some(OPERATION_RECONCILE) {
         info!("reconcile requested by annotation");
@@ -227,26 +279,23 @@ async fn reconcile_instance(
     };
 
     let finalizer_name = ctx.plugin.descriptor().finalizer.clone();
-    // Stays as is when the helper only added the finalizer.
-    let mut outcome = Outcome::FinalizerAdded;
-    let outcome_ref = &mut outcome;
-    let action = finalizer(&api, &finalizer_name, object, |event| async move {
-        match event {
-            finalizer::Event::Apply(o) => {
-                let (done, action) = live::run(&o, provider_config.as_ref(), ctx, plugin).await?;
-                *outcome_ref = done;
-                Ok(action)
-            }
+    // Stays as is when the helper only added the finalizer: it waits for
+    // the change that made.
+    let mut ended = (Outcome::FinalizerAdded, Again::OnChange);
+    let ended_ref = &mut ended;
+    finalizer(&api, &finalizer_name, object, |event| async move {
+        *ended_ref = match event {
+            finalizer::Event::Apply(o) => live::run(&o, provider_config.as_ref(), ctx, plugin).await?,
             finalizer::Event::Cleanup(o) => {
                 deletion::run(&o, provider_config.as_ref(), ctx).await?;
-                *outcome_ref = Outcome::Deleted;
-                Ok(Action::await_change())
+                (Outcome::Deleted, Again::OnChange)
             }
-        }
+        };
+        Ok(ended_ref.1.action())
     })
     .await
     .map_err(Error::from_finalizer)?;
-    Ok((outcome, action))
+    Ok(ended)
 }
 
 /// The ProviderConfig named `--provider-name`, unless it is missing or being
@@ -265,14 +314,6 @@ pub async fn read_provider_config(ctx: &Shared) -> Result<Option<Value>, Error> 
         .map(serde_json::to_value)
         .transpose()
         .map_err(|e| Error::json(what(), e))
-}
-
-/// Awaits a plugin call and records how long it took.
-async fn timed<R>(metrics: &Metrics, call: plan::PluginCall, future: impl Future<Output = R>) -> R {
-    let started = Instant::now();
-    let result = future.instrument(tracing::debug_span!("plugin", call = call.label())).await;
-    metrics.plugin_call(call, started.elapsed());
-    result
 }
 
 fn not_yet(reason: String, retry_after: Duration) -> Error {

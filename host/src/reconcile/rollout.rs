@@ -7,7 +7,7 @@
 //! names) while the plugin reconciles the rest. When more cohort instances
 //! than a threshold fail by the canary (a plugin error or timeout, a
 //! refused plan), the canary is halted: the host says why (a log line,
-//! `service_provider_host_canary_halted{digest}`, a `CanaryHalted` Event)
+//! `service_provider_host_plugin_halted{role="canary"}`, a `CanaryHalted` Event)
 //! and reconciles every instance again, the cohort with the plugin.
 //! Promotion is the operator's next rollout: the canary becomes `--plugin`.
 //!
@@ -23,7 +23,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -42,7 +41,7 @@ use crate::error::{Category, report};
 use crate::instance::InstanceKey;
 use crate::metrics::Metrics;
 use crate::plugin::plan::compare::{self, Answer};
-use crate::plugin::plan::{self, CheckedPlan, Planner, PluginCall};
+use crate::plugin::plan::{self, CheckedPlan, Planner};
 use crate::syntax;
 
 /// The components beside the plugin.
@@ -97,7 +96,7 @@ impl Rollout {
         let Some(why) = canary.failed(key, error) else { return };
         let digest = canary.plugin.planner.plugin.digest();
         error!(canary = digest, reason = %why, "halted the canary plugin: its cohort is reconciled with the plugin again");
-        to.metrics.canary_halted(digest);
+        canary.plugin.planner.plugin.halted();
         to.status.rollout(object, "CanaryHalted", &format!("canary plugin {digest} halted: {why}")).await;
     }
 }
@@ -265,9 +264,7 @@ pub(crate) async fn shadow(
     planned: &Result<Result<CheckedPlan, PlanError>, crate::plugin::Error>,
 ) {
     let Some(shadow) = &rollout.shadow else { return };
-    let started = Instant::now();
     let theirs = Answer::of(plan::reconcile(shadow, input).await);
-    to.metrics.plugin_call(PluginCall::ShadowPlan, started.elapsed());
     let differences = compare::compare(&Answer::of_ref(planned), &theirs);
     let digest = (!differences.is_empty()).then(|| {
         let mut hasher = DefaultHasher::new();

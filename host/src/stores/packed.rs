@@ -61,6 +61,19 @@ impl Packed {
         serde_json::from_str::<Head>(&self.json).map(|head| head.metadata)
     }
 
+    /// `status.phase`, read without parsing the rest.
+    pub fn phase(&self) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Object {
+            status: Option<Status>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Status {
+            phase: Option<String>,
+        }
+        serde_json::from_str::<Object>(&self.json).ok()?.status?.phase
+    }
+
     /// The namespace, without parsing.
     pub fn namespace(&self) -> Option<&str> {
         self.metadata.namespace.as_deref()

@@ -24,26 +24,45 @@ pub use check::{check_blocked, check_plan, check_ref, check_teardown, manifest};
 use crate::metrics::LabelValue;
 use crate::plugin::Error;
 use crate::plugin::grant::Effective;
-use crate::plugin::sandbox::Plugin;
+use crate::plugin::sandbox::{Method, Plugin};
 use crate::syntax::group_of;
 
-/// The plugin calls of a reconcile, as the call-duration metric names them.
+/// Why the host refused a plugin's answer, as the metrics name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PluginCall {
-    Plan,
-    Cleanup,
-    /// The shadow plugin's plan (`--shadow-plugin`): its cost on top.
-    ShadowPlan,
+pub enum Refusal {
+    /// It asked for what its grant does not allow.
+    Denied,
+    /// It is not something the host can use.
+    InvalidPlan,
 }
 
-impl LabelValue for PluginCall {
+impl LabelValue for Refusal {
     fn label(self) -> &'static str {
         match self {
-            PluginCall::Plan => "plan",
-            PluginCall::Cleanup => "cleanup",
-            PluginCall::ShadowPlan => "shadow-plan",
+            Refusal::Denied => "denied",
+            Refusal::InvalidPlan => "invalid-plan",
         }
     }
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 2] = [Refusal::Denied, Refusal::InvalidPlan];
+
+    fn of(error: &Error) -> Option<Refusal> {
+        match error {
+            Error::Call(_) => None,
+            Error::InvalidPlan { .. } => Some(Refusal::InvalidPlan),
+            Error::Denied(_) => Some(Refusal::Denied),
+        }
+    }
+}
+
+/// Counts a refused answer on the plugin's meter.
+fn refused<T>(plugin: &Plugin, method: Method, checked: Result<T, Error>) -> Result<T, Error> {
+    if let Some(refusal) = checked.as_ref().err().and_then(Refusal::of) {
+        plugin.refused(method, refusal);
+    }
+    checked
 }
 
 /// A plugin together with what the operator granted it: what the host
@@ -234,7 +253,8 @@ pub async fn reconcile(planner: &Planner, input: &Input) -> Result<Result<Checke
             let provider_config: Option<Value> =
                 input.provider_config.as_deref().and_then(|text| serde_json::from_str(text).ok());
             let (descriptor, granted) = (planner.descriptor(), &planner.granted);
-            let manifests = check_plan(descriptor, granted, &input.context, provider_config.as_ref(), &plan)?;
+            let checked = check_plan(descriptor, granted, &input.context, provider_config.as_ref(), &plan);
+            let manifests = refused(&planner.plugin, Method::Plan, checked)?;
             Ok(Ok(CheckedPlan {
                 manifests,
                 copies: plan.copies,
@@ -249,12 +269,13 @@ pub async fn reconcile(planner: &Planner, input: &Input) -> Result<Result<Checke
 /// Calls `cleanup` and checks the result against the descriptor.
 pub async fn cleanup(planner: &Planner, input: &Input) -> Result<Result<CleanupPlan, PlanError>, Error> {
     let result = planner.plugin.cleanup(input).await?;
-    match &result {
+    let checked = match &result {
         Ok(CleanupPlan::Teardown(teardown)) => {
-            check_teardown(planner.descriptor(), &planner.granted, &input.context, teardown)?
+            check_teardown(planner.descriptor(), &planner.granted, &input.context, teardown)
         }
-        Ok(CleanupPlan::Blocked(blocked)) => check_blocked(planner.descriptor(), blocked)?,
-        Err(_) => {}
-    }
+        Ok(CleanupPlan::Blocked(blocked)) => check_blocked(planner.descriptor(), blocked),
+        Err(_) => Ok(()),
+    };
+    refused(&planner.plugin, Method::Cleanup, checked)?;
     Ok(result)
 }

@@ -122,6 +122,14 @@ fn grow(
     each
 }
 
+impl Limiter {
+    /// Bytes of all the call's memories so far: memories only grow, so at
+    /// the end of a call this is its peak.
+    pub fn memory_used(&self) -> usize {
+        self.memory_total
+    }
+}
+
 impl ResourceLimiter for Limiter {
     fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
         let each = self.inner.memory_growing(current, desired, maximum);

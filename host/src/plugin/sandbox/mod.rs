@@ -32,13 +32,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use error::{Cause, PluginError};
+pub use error::{Bound, Cause, PluginError, Stopped};
 pub use limits::{EPOCH_TICK, Limits};
 use limits::{Hit, Limiter};
 use plugin::Inner;
 pub use plugin::Plugin;
 use service_provider_sdk::contract as sdk;
 use service_provider_sdk::convert::Convert;
+
+use crate::metrics::Usage;
 use stderr::StderrTail;
 use versions::{Version, v0_1, v0_2};
 use wasmtime::component::{Component, Linker, ResourceTable};
@@ -250,6 +252,24 @@ enum Call<'a> {
     Cleanup(&'a sdk::Input),
 }
 
+/// The provider interface's functions, as metrics and spans name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Describe,
+    Plan,
+    Cleanup,
+}
+
+impl crate::metrics::LabelValue for Method {
+    fn label(self) -> &'static str {
+        match self {
+            Method::Describe => "describe",
+            Method::Plan => "plan",
+            Method::Cleanup => "cleanup",
+        }
+    }
+}
+
 /// What a call returned, in the newest contract's types.
 enum Answer {
     Describe(Box<sdk::Descriptor>),
@@ -279,11 +299,12 @@ impl Prepared {
     /// Calls `describe` (under the same limits as every call, so a plugin
     /// that hangs there fails the start-up instead of hanging it).
     pub async fn describe(&self, limits: Limits) -> Result<Plugin, PluginError> {
-        let Answer::Describe(descriptor) = self.call("plugin", &limits, Call::Describe).await? else {
+        let Answer::Describe(descriptor) = self.call("plugin", &limits, Call::Describe).await.0? else {
             unreachable!("describe answers describe")
         };
-        let plugin = Plugin { inner: Arc::new(Inner { prepared: self.clone(), limits, descriptor: *descriptor }) };
-        plugin.check_output("a descriptor", plugin.descriptor(), 0)?;
+        let plugin =
+            Plugin { inner: Arc::new(Inner { prepared: self.clone(), limits, descriptor: *descriptor }), meter: None };
+        plugin.check_output("a descriptor", plugin.descriptor(), 0).1?;
         descriptor::check(plugin.descriptor(), &limits)
             .map_err(|reason| PluginError::Descriptor { plugin: plugin.name().to_string(), reason })?;
         Ok(plugin)
@@ -297,8 +318,10 @@ impl Prepared {
         }
     }
 
-    /// One call in a fresh store, under every limit.
-    async fn call(&self, plugin: &str, limits: &Limits, call: Call<'_>) -> Result<Answer, PluginError> {
+    /// One call in a fresh store, under every limit, and what it used
+    /// (all but the output, which the caller measures).
+    async fn call(&self, plugin: &str, limits: &Limits, call: Call<'_>) -> (Result<Answer, PluginError>, Usage) {
+        let started = Instant::now();
         let mut table = ResourceTable::new();
         table.set_max_capacity(limits.handles);
         let stderr = StderrTail::new(STDERR_BYTES);
@@ -323,22 +346,31 @@ impl Prepared {
             })
         };
         let plugin = plugin.to_string();
-        match tokio::time::timeout(limits.timeout, run).await {
+        let result = match tokio::time::timeout(limits.timeout, run).await {
             Err(_) => Err(PluginError::Timeout { plugin, budget: limits.timeout }),
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(error)) => Err(match store.data().limiter.hit {
-                Some(Hit::Memory) => {
-                    PluginError::Limit { plugin, limit: format!("memory limit of {} MiB", limits.memory_bytes >> 20) }
-                }
-                Some(Hit::Table) => {
-                    PluginError::Limit { plugin, limit: format!("table limit of {} elements", limits.table_elements) }
-                }
-                None if hostcall_fuel_exhausted(&error) => {
-                    PluginError::Limit { plugin, limit: format!("output limit of {} bytes", limits.output_bytes) }
-                }
+                Some(Hit::Memory) => PluginError::Limit {
+                    plugin,
+                    bound: Bound::Memory,
+                    limit: format!("memory limit of {} MiB", limits.memory_bytes >> 20),
+                },
+                Some(Hit::Table) => PluginError::Limit {
+                    plugin,
+                    bound: Bound::Table,
+                    limit: format!("table limit of {} elements", limits.table_elements),
+                },
+                None if hostcall_fuel_exhausted(&error) => PluginError::Limit {
+                    plugin,
+                    bound: Bound::Output,
+                    limit: format!("output limit of {} bytes", limits.output_bytes),
+                },
                 None => PluginError::Trap { plugin, wrote: stderr.last_words(STDERR_WORDS), source: error.into() },
             }),
-        }
+        };
+        let usage =
+            Usage { took: started.elapsed(), memory_bytes: store.data().limiter.memory_used(), output_bytes: 0 };
+        (result, usage)
     }
 }
 

@@ -5,8 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use service_provider_sdk::contract as sdk;
+use tracing::Instrument;
 
-use super::{Answer, Call, Limits, PluginError, Prepared};
+use super::error::INPUT;
+use super::{Answer, Call, Limits, Method, PluginError, Prepared};
+use crate::metrics::{Bounds, LabelValue, PluginMeter};
 
 pub(super) struct Inner {
     pub(super) prepared: Prepared,
@@ -18,6 +21,8 @@ pub(super) struct Inner {
 #[derive(Clone)]
 pub struct Plugin {
     pub(super) inner: Arc<Inner>,
+    /// Where its calls report what they used and how they ended.
+    pub(super) meter: Option<PluginMeter>,
 }
 
 impl Plugin {
@@ -50,32 +55,109 @@ impl Plugin {
         self.inner.prepared.contract_version()
     }
 
-    pub async fn plan(&self, input: &sdk::Input) -> Result<Result<sdk::Plan, sdk::PlanError>, PluginError> {
-        self.check_input(input)?;
-        let Answer::Plan(result) = self.call(Call::Plan(input)).await? else { unreachable!("plan answers plan") };
-        if let Ok(plan) = &result {
-            self.check_output("a plan", plan, plan.objects.len() + plan.copies.len())?;
+    /// The limits every call runs under, as metrics report them.
+    pub fn bounds(&self) -> Bounds {
+        let limits = &self.inner.limits;
+        Bounds { timeout: limits.timeout, memory_bytes: limits.memory_bytes, output_bytes: limits.output_bytes }
+    }
+
+    /// This plugin, reporting each call to `meter`.
+    pub fn metered(&self, meter: PluginMeter) -> Plugin {
+        Plugin { inner: self.inner.clone(), meter: Some(meter) }
+    }
+
+    /// The component was halted (a canary whose cohort went back to the
+    /// plugin).
+    pub fn halted(&self) {
+        if let Some(meter) = &self.meter {
+            meter.halted();
         }
-        Ok(result)
+    }
+
+    /// The host refused what a call answered (`kind` says why).
+    pub fn refused(&self, method: Method, kind: impl LabelValue) {
+        if let Some(meter) = &self.meter {
+            meter.refused(method, kind);
+        }
+    }
+
+    pub async fn plan(&self, input: &sdk::Input) -> Result<Result<sdk::Plan, sdk::PlanError>, PluginError> {
+        self.answer(Method::Plan, input, |answer| {
+            let Answer::Plan(result) = answer else { unreachable!("plan answers plan") };
+            let objects = result.as_ref().map_or(0, |plan| plan.objects.len() + plan.copies.len());
+            (result, "a plan", objects)
+        })
+        .await
     }
 
     pub async fn cleanup(&self, input: &sdk::Input) -> Result<Result<sdk::CleanupPlan, sdk::PlanError>, PluginError> {
-        self.check_input(input)?;
-        let Answer::Cleanup(result) = self.call(Call::Cleanup(input)).await? else {
-            unreachable!("cleanup answers cleanup")
-        };
-        if let Ok(plan) = &result {
-            let objects = match plan {
-                sdk::CleanupPlan::Teardown(t) => t.objects.len() + t.copies.len(),
-                sdk::CleanupPlan::Blocked(_) => 0,
+        self.answer(Method::Cleanup, input, |answer| {
+            let Answer::Cleanup(result) = answer else { unreachable!("cleanup answers cleanup") };
+            let objects = match &result {
+                Ok(sdk::CleanupPlan::Teardown(t)) => t.objects.len() + t.copies.len(),
+                Ok(sdk::CleanupPlan::Blocked(_)) | Err(_) => 0,
             };
-            self.check_output("a cleanup plan", plan, objects)?;
-        }
-        Ok(result)
+            (result, "a cleanup plan", objects)
+        })
+        .await
     }
 
-    async fn call(&self, call: Call<'_>) -> Result<Answer, PluginError> {
-        self.inner.prepared.call(self.name(), &self.inner.limits, call).await
+    /// One call with `input`: its answer taken out of [`Answer`] by
+    /// `unpack` (with what to call it and how many objects it asks for),
+    /// checked against the limits; what it used and how it ended go to the
+    /// meter, and its time to a span.
+    async fn answer<T: serde::Serialize, E: serde::Serialize>(
+        &self,
+        method: Method,
+        input: &sdk::Input,
+        unpack: impl FnOnce(Answer) -> (Result<T, E>, &'static str, usize),
+    ) -> Result<Result<T, E>, PluginError> {
+        let span = tracing::debug_span!(
+            "plugin",
+            call = method.label(),
+            plugin = %self.name(),
+            plugin.digest = %self.digest(),
+            plugin.memory_bytes = tracing::field::Empty,
+        );
+        let called = async {
+            // An input over the limit is refused before any call: no usage.
+            let (answer, mut usage) = match self.check_input(input) {
+                Ok(()) => {
+                    let (answer, usage) =
+                        self.inner.prepared.call(self.name(), &self.inner.limits, call_of(method, input)).await;
+                    (answer, Some(usage))
+                }
+                Err(e) => (Err(e), None),
+            };
+            let result = answer.and_then(|answer| {
+                let (result, what, objects) = unpack(answer);
+                // A plan is held to the output limits; the plugin's own
+                // error is only measured (its size is bounded by the
+                // hostcall fuel while it is lifted).
+                let (bytes, fits) = match &result {
+                    Ok(ok) => self.check_output(what, ok, objects),
+                    Err(refusal) => (serialized_len(refusal), Ok(())),
+                };
+                if let Some(usage) = &mut usage {
+                    usage.output_bytes = bytes;
+                }
+                fits.map(|()| result)
+            });
+            if let Some(usage) = &usage {
+                let memory = i64::try_from(usage.memory_bytes).unwrap_or(i64::MAX);
+                tracing::Span::current().record("plugin.memory_bytes", memory);
+            }
+            if let Some(meter) = &self.meter {
+                if let Some(usage) = &usage {
+                    meter.called(method, usage);
+                }
+                if let Some(stopped) = result.as_ref().err().and_then(PluginError::stopped) {
+                    meter.stopped(method, stopped);
+                }
+            }
+            result
+        };
+        called.instrument(span).await
     }
 
     /// Refuses inputs over the limit (the host gathered them, but a cluster
@@ -87,32 +169,38 @@ impl Plugin {
             + input.observed.iter().flat_map(|o| &o.objects).map(String::len).sum::<usize>();
         let max = self.inner.limits.input_bytes;
         if bytes > max {
-            return Err(PluginError::TooLarge { plugin: self.name().into(), what: "an input", bytes, max });
+            return Err(PluginError::TooLarge { plugin: self.name().into(), what: INPUT, bytes, max });
         }
         Ok(())
     }
 
     /// Refuses outputs over the size or object-count limits before the host
-    /// parses anything in them.
+    /// parses anything in them; returns the output's size too.
     pub(super) fn check_output(
         &self,
         what: &'static str,
         output: &impl serde::Serialize,
         objects: usize,
-    ) -> Result<(), PluginError> {
+    ) -> (usize, Result<(), PluginError>) {
         let limits = &self.inner.limits;
         let plugin = || self.name().to_string();
-        if objects > limits.objects {
-            return Err(PluginError::Limit {
-                plugin: plugin(),
-                limit: format!("limit of {} objects per plan", limits.objects),
-            });
-        }
         let bytes = serialized_len(output);
-        if bytes > limits.output_bytes {
-            return Err(PluginError::TooLarge { plugin: plugin(), what, bytes, max: limits.output_bytes });
+        if objects > limits.objects {
+            let limit = format!("limit of {} objects per plan", limits.objects);
+            return (bytes, Err(PluginError::Limit { plugin: plugin(), bound: super::Bound::Objects, limit }));
         }
-        Ok(())
+        if bytes > limits.output_bytes {
+            return (bytes, Err(PluginError::TooLarge { plugin: plugin(), what, bytes, max: limits.output_bytes }));
+        }
+        (bytes, Ok(()))
+    }
+}
+
+fn call_of(method: Method, input: &sdk::Input) -> Call<'_> {
+    match method {
+        Method::Describe => Call::Describe,
+        Method::Plan => Call::Plan(input),
+        Method::Cleanup => Call::Cleanup(input),
     }
 }
 

@@ -1,9 +1,15 @@
-//! Prometheus metrics of the operator.
+//! Prometheus metrics of the operator: the host's own
+//! (`service_provider_host_*`), controller-runtime's for its controller
+//! ([`workqueue`]), and each plugin component's ([`plugin`]).
 //!
 //! Every Kubernetes client the host builds counts its requests by cluster and
 //! HTTP method (a tower layer, see [`crate::clusters`]). That is what proves
 //! the "a no-op reconcile writes nothing" property in tests, and what an
 //! operator watches to see API load per cluster.
+
+pub mod instances;
+pub mod plugin;
+pub mod workqueue;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,12 +21,27 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub use plugin::{Bounds, PluginMeter, Role, Usage};
+pub use workqueue::Workqueue;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// platform, onboarding, control-plane, workload
     pub cluster: String,
     /// HTTP method: GET, POST, PUT, PATCH, DELETE
     pub method: String,
+}
+
+/// Registers `metric` and returns it (metrics are handles: the registry
+/// and the returned value share the series).
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 /// A label value from a closed set: the host's enums (how a reconcile
@@ -45,12 +66,6 @@ pub struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PluginLabels {
-    /// The plugin call (`plan::PluginCall`): plan, cleanup.
-    pub call: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LimitLabels {
     /// The bound the host held an instance to (`budget::Limit`):
     /// status-size, plan-size, write-rate, message-interval, requeue-floor.
@@ -71,15 +86,18 @@ pub struct DigestLabels {
 
 pub struct Metrics {
     registry: Registry,
+    /// controller-runtime's series of the controller.
+    pub workqueue: Arc<Workqueue>,
+    /// The instances by phase, read from the controller's store.
+    pub instances: Arc<instances::Instances>,
+    plugins: Arc<plugin::Series>,
     shadow_differences: Family<DigestLabels, Counter>,
-    canary_halted: Family<DigestLabels, Gauge>,
     limited: Family<LimitLabels, Counter>,
     written_bytes: Family<ClusterLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     reconciles: Family<ReconcileLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     reconcile_seconds: Histogram,
-    plugin_seconds: Family<PluginLabels, Histogram>,
     blocker_watches: Gauge,
     blocker_bytes: Gauge,
     adopted: Counter,
@@ -87,72 +105,76 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Arc<Self> {
-        let mut registry = Registry::with_prefix("service_provider_host");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register("kube_requests", "Kubernetes API requests by cluster and method", requests.clone());
-        let reconciles = Family::<ReconcileLabels, Counter>::default();
-        registry.register("reconciles", "Reconciles by outcome", reconciles.clone());
-        let failures = Family::<FailureLabels, Counter>::default();
-        registry.register("reconcile_failures", "Failed reconciles by error category", failures.clone());
-        let reconcile_seconds = Histogram::new(exponential_buckets(0.005, 2.0, 14));
-        registry.register("reconcile_duration_seconds", "Duration of one reconcile", reconcile_seconds.clone());
-        let plugin_seconds = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.00005, 2.0, 16))
-        });
-        registry.register(
-            "plugin_call_duration_seconds",
-            "Duration of one plugin call, fresh instance included",
-            plugin_seconds.clone(),
+        let mut root = Registry::default();
+        let workqueue = Workqueue::register(&mut root);
+        let registry = root.sub_registry_with_prefix("service_provider_host");
+        let plugins = Arc::new(plugin::Series::register(registry));
+        let instances = Arc::new(instances::Instances::default());
+        registry.register_collector(Box::new(instances.clone()));
+        let requests = registered(
+            registry,
+            "kube_requests",
+            "Kubernetes API requests by cluster and method",
+            Family::<RequestLabels, Counter>::default(),
         );
-        let blocker_watches = Gauge::default();
-        registry.register(
+        let reconciles =
+            registered(registry, "reconciles", "Reconciles by outcome", Family::<ReconcileLabels, Counter>::default());
+        let failures = registered(
+            registry,
+            "reconcile_failures",
+            "Failed reconciles by error category",
+            Family::<FailureLabels, Counter>::default(),
+        );
+        let reconcile_seconds = registered(
+            registry,
+            "reconcile_duration_seconds",
+            "Duration of one reconcile",
+            Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+        );
+        let blocker_watches = registered(
+            registry,
             "blocker_watches",
             "Watches of what blocks a deletion, on tenant clusters (see stores::blockers)",
-            blocker_watches.clone(),
+            Gauge::default(),
         );
-        let blocker_bytes = Gauge::default();
-        registry.register("blocker_watch_bytes", "Bytes of JSON the blocker watches hold", blocker_bytes.clone());
-        let limited = Family::<LimitLabels, Counter>::default();
-        registry.register(
+        let blocker_bytes =
+            registered(registry, "blocker_watch_bytes", "Bytes of JSON the blocker watches hold", Gauge::default());
+        let limited = registered(
+            registry,
             "limited",
             "Times the host cut or held back what a plugin or tenant made it write, by bound (see budget)",
-            limited.clone(),
+            Family::<LimitLabels, Counter>::default(),
         );
-        let written_bytes = Family::<ClusterLabels, Counter>::default();
-        registry.register(
+        let written_bytes = registered(
+            registry,
             "written_bytes",
             "Bytes of the objects the host wrote for instances (their size as stored), by cluster",
-            written_bytes.clone(),
+            Family::<ClusterLabels, Counter>::default(),
         );
-        let adopted = Counter::default();
-        registry.register(
+        let adopted = registered(
+            registry,
             "adopted_objects",
             "Objects taken over from another field manager (--adopt-from)",
-            adopted.clone(),
+            Counter::default(),
         );
-        let shadow_differences = Family::<DigestLabels, Counter>::default();
-        registry.register(
+        let shadow_differences = registered(
+            registry,
             "shadow_differences",
             "Times an instance's shadow plugin (--shadow-plugin) answered differently from the plugin, or anew differently, by the shadow's digest",
-            shadow_differences.clone(),
-        );
-        let canary_halted = Family::<DigestLabels, Gauge>::default();
-        registry.register(
-            "canary_halted",
-            "1 once the canary plugin (--plugin-canary) of this digest was halted: its cohort is reconciled with the plugin",
-            canary_halted.clone(),
+            Family::<DigestLabels, Counter>::default(),
         );
         Arc::new(Metrics {
-            registry,
+            registry: root,
+            workqueue,
+            instances,
+            plugins,
             shadow_differences,
-            canary_halted,
             limited,
             written_bytes,
             requests,
             reconciles,
             failures,
             reconcile_seconds,
-            plugin_seconds,
             blocker_watches,
             blocker_bytes,
             adopted,
@@ -200,8 +222,11 @@ impl Metrics {
         self.reconciles.get_or_create(&ReconcileLabels { outcome: outcome.label() }).get()
     }
 
-    pub fn plugin_call(&self, call: impl LabelValue, took: Duration) {
-        self.plugin_seconds.get_or_create(&PluginLabels { call: call.label() }).observe(took.as_secs_f64());
+    /// What a plugin component in `role` reports its calls to.
+    pub fn plugin_meter(&self, plugin: &str, digest: &str, role: Role, bounds: Bounds) -> PluginMeter {
+        let labels =
+            plugin::PluginLabels { plugin: plugin.to_string(), digest: digest.to_string(), role: role.label() };
+        PluginMeter::new(self.plugins.clone(), labels, bounds)
     }
 
     /// How many blocker watches run and the bytes they hold.
@@ -235,9 +260,20 @@ impl Metrics {
         self.shadow_differences.get_or_create(&DigestLabels { digest: digest.to_string() }).get()
     }
 
-    /// The canary of `digest` was halted.
-    pub fn canary_halted(&self, digest: &str) {
-        self.canary_halted.get_or_create(&DigestLabels { digest: digest.to_string() }).set(1);
+    /// Starts the failure and limit counters of every category and bound
+    /// at zero (see [`PluginMeter::from_zero`]).
+    pub fn from_zero<C: LabelValue, L: LabelValue>(&self, categories: &[C], limits: &[L]) {
+        for category in categories {
+            self.failures.get_or_create(&FailureLabels { category: category.label() }).inc_by(0);
+        }
+        for limit in limits {
+            self.limited.get_or_create(&LimitLabels { limit: limit.label() }).inc_by(0);
+        }
+    }
+
+    /// A shadow of `digest` plans along: its differences count from zero.
+    pub fn shadowed_by(&self, digest: &str) {
+        self.shadow_differences.get_or_create(&DigestLabels { digest: digest.to_string() }).inc_by(0);
     }
 
     /// One object taken over (`--adopt-from`).
@@ -297,7 +333,11 @@ mod tests {
     fn reconciles_and_plugin_calls_are_recorded() {
         let m = Metrics::new();
         m.reconciled(Label::Applied, Duration::from_millis(20));
-        m.plugin_call(Label::Plan, Duration::from_micros(300));
+        let bounds = Bounds { timeout: Duration::from_secs(2), memory_bytes: 64 << 20, output_bytes: 4 << 20 };
+        let meter = m.plugin_meter("kro", "sha256:ab", Role::Canary, bounds);
+        let usage = Usage { took: Duration::from_micros(300), memory_bytes: 3 << 20, output_bytes: 900 };
+        meter.called(Label::Plan, &usage);
+        meter.stopped(Label::Plan, Label::PluginTimeout);
         m.failed(Label::PluginTimeout);
         assert_eq!(m.reconciles(Label::Applied), 1);
         assert_eq!(m.failures(Label::PluginTimeout), 1);
@@ -307,6 +347,25 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("service_provider_host_reconciles_total{outcome=\"applied\"} 1"), "{text}");
-        assert!(text.contains("service_provider_host_plugin_call_duration_seconds_count{call=\"plan\"} 1"), "{text}");
+        let plan = r#"plugin="kro",digest="sha256:ab",role="canary",call="plan""#;
+        for series in
+            ["plugin_call_duration_seconds_count", "plugin_call_memory_bytes_count", "plugin_call_output_bytes_count"]
+        {
+            assert!(text.contains(&format!("service_provider_host_{series}{{{plan}}} 1")), "{series}: {text}");
+        }
+        assert!(
+            text.contains(&format!("service_provider_host_plugin_call_memory_bytes_sum{{{plan}}} 3145728")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                r#"service_provider_host_plugin_calls_stopped_total{{{plan},kind="plugin-timeout"}} 1"#
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"service_provider_host_plugin_limit{plugin="kro",digest="sha256:ab",role="canary",limit="memory-bytes"} 67108864"#),
+            "{text}"
+        );
     }
 }
