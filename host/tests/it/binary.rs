@@ -34,7 +34,18 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
         metrics.contains("service_provider_host_kube_requests_total{cluster=\"platform\",method=\"PATCH\"}"),
         "{metrics}"
     );
-    assert!(metrics.contains("service_provider_host_plugin_call_duration_seconds_count{call=\"plan\"}"), "{metrics}");
+    // Per plugin component, and controller-runtime's series for the controller.
+    let plan = r#"{plugin="kro",digest="sha256:"#;
+    assert!(metrics.contains(&format!("service_provider_host_plugin_call_duration_seconds_count{plan}")), "{metrics}");
+    assert!(metrics.contains(r#"role="plugin",call="plan"} "#), "{metrics}");
+    for series in [
+        r#"controller_runtime_reconcile_total{controller="kro",result="success"} "#,
+        r#"controller_runtime_max_concurrent_reconciles{controller="kro"} 8"#,
+        r#"workqueue_adds_total{name="kro",controller="kro"} "#,
+        r#"workqueue_depth{name="kro",controller="kro"} "#,
+    ] {
+        assert!(metrics.contains(series), "{series}: {metrics}");
+    }
 
     let status = replica.terminate();
     assert!(status.success(), "run exits cleanly on SIGTERM: {status:?}");
@@ -273,8 +284,24 @@ async fn the_workload_plugin_runs_through_the_binary_with_a_grant_file() {
     let _ = std::fs::remove_file(grant);
 }
 
+/// A fixture for the hostile plugin's instances `names`: a ProviderConfig
+/// with a chart URL and a pull Secret, as its attacks expect.
+pub(crate) async fn hostile_fixture(names: &[&str]) -> Fixture {
+    let f = Fixture::new(Options {
+        instances: names.iter().map(|n| n.to_string()).collect(),
+        flux_ready: false,
+        workload: false,
+    })
+    .await;
+    f.source_secret("registry", "kubernetes.io/dockerconfigjson", "{}").await;
+    f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry",
+        "chartURL": "oci://registry.example/charts/x"}]))
+        .await;
+    f
+}
+
 /// A `--plugin-grant` file with the test grant for the plugin named `plugin`.
-fn grant_file(plugin: &str) -> std::path::PathBuf {
+pub(crate) fn grant_file(plugin: &str) -> std::path::PathBuf {
     let grant = std::env::temp_dir().join(format!("{}.yaml", unique("grant")));
     std::fs::write(&grant, plugins::grant_text_for(plugin)).unwrap();
     grant
@@ -288,16 +315,7 @@ fn grant_file(plugin: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn a_hostile_plugin_cannot_end_the_process() {
     let names = ["bad-labels", "sleep-1", "hoard", "fields-bomb", "forge-transient", "healthy-1"];
-    let f = Fixture::new(Options {
-        instances: names.iter().map(|n| n.to_string()).collect(),
-        flux_ready: false,
-        workload: false,
-    })
-    .await;
-    f.source_secret("registry", "kubernetes.io/dockerconfigjson", "{}").await;
-    f.provider_config(json!([{"version": "v1", "chartVersion": "1", "chartPullSecret": "registry",
-        "chartURL": "oci://registry.example/charts/x"}]))
-        .await;
+    let f = hostile_fixture(&names).await;
     let grant = grant_file("hostile");
     let log = std::env::temp_dir().join(format!("{}.log", unique("hostile-host")));
     let options = ReplicaOptions {
@@ -337,6 +355,16 @@ async fn a_hostile_plugin_cannot_end_the_process() {
         metrics.contains("service_provider_host_reconcile_failures_total{category=\"plugin-timeout\"}"),
         "{metrics}"
     );
+    // Each bound that stopped a call, by the component's digest.
+    for kind in ["timeout", "memory"] {
+        let stopped = format!(r#"role="plugin",call="plan",kind="{kind}"}} "#);
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("service_provider_host_plugin_calls_stopped_total") && l.contains(&stopped)),
+            "{kind}: {metrics}"
+        );
+    }
     assert!(replica.terminate().success());
     let text = std::fs::read_to_string(&log).unwrap();
     let forged: Vec<&str> = text.lines().filter(|l| l.starts_with("ERROR service_provider_host: forged")).collect();

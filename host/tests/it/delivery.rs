@@ -153,6 +153,10 @@ struct Kubelet<'a> {
     platform: &'a kube::Client,
     storage: &'a str,
     dir: PathBuf,
+    /// The test's onboarding namespace: the only one its `run` watches
+    /// (`WATCH_NAMESPACE`), since other tests' instances share the
+    /// onboarding cluster and their own controllers reconcile them.
+    namespace: &'a str,
 }
 
 impl Kubelet<'_> {
@@ -223,7 +227,11 @@ impl Kubelet<'_> {
             .collect();
         let mut env: Vec<(String, String)> =
             container.env.iter().flatten().filter_map(|e| Some((e.name.clone(), e.value.clone()?))).collect();
-        env.extend([("POD_NAMESPACE".into(), SYSTEM_NAMESPACE.into()), ("POD_NAME".into(), pod.into())]);
+        env.extend([
+            ("POD_NAMESPACE".into(), SYSTEM_NAMESPACE.into()),
+            ("POD_NAME".into(), pod.into()),
+            ("WATCH_NAMESPACE".into(), self.namespace.into()),
+        ]);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let mounts = self.volumes(spec, pod).await;
         let launcher =
@@ -296,7 +304,8 @@ async fn install(
         Api::all_with(f.platform.clone(), &service_provider_host::controller::init::service_provider_resource());
     providers.create(&PostParams::default(), &serde_json::from_value(sp).unwrap()).await.expect("the ServiceProvider");
 
-    let kubelet = Kubelet { platform: &f.platform, storage, dir: registry.dir().join(format!("kubelet-{name}")) };
+    let dir = registry.dir().join(format!("kubelet-{name}"));
+    let kubelet = Kubelet { platform: &f.platform, storage, dir, namespace: &f.ns };
     std::fs::create_dir_all(&kubelet.dir).unwrap();
     let kubeconfig = f.env.platform.kubeconfig_path();
     let jobs: Api<Job> = Api::namespaced(f.platform.clone(), SYSTEM_NAMESPACE);

@@ -19,6 +19,7 @@ mod hostile;
 mod image;
 mod init;
 mod lifecycle;
+mod observability;
 mod openmcp;
 mod plan_fuzz;
 mod render;

@@ -221,7 +221,10 @@ async fn a_service_provider_openmcp_deploys_runs_init_and_run_with_its_arguments
     let args = container_args(&deployment.spec.template);
     assert_eq!(args.first().map(String::as_str), Some("run"), "{args:?}");
 
-    // `run` with those arguments; only the listening ports are the test's.
+    // `run` with those arguments; only the listening ports are the test's,
+    // and the one namespace it watches: other tests' instances share the
+    // onboarding cluster, and a host that watched them all would reconcile
+    // them beside their own controllers (with its own grant).
     let metrics = host_test_support::process::free_port();
     let mut run_args: Vec<std::ffi::OsString> = args
         .iter()
@@ -234,7 +237,7 @@ async fn a_service_provider_openmcp_deploys_runs_init_and_run_with_its_arguments
         "--plugin".into(),
         plugins::plugin_path(plugins::KRO).into_os_string(),
     ]);
-    let pod_env = [("POD_NAMESPACE", SYSTEM_NAMESPACE), ("POD_NAME", "run-pod")];
+    let pod_env = [("POD_NAMESPACE", SYSTEM_NAMESPACE), ("POD_NAME", "run-pod"), ("WATCH_NAMESPACE", f.ns.as_str())];
     let log = std::env::temp_dir().join(format!("{provider}-run.log"));
     let _run = launcher.command(&run_args, &f.env.platform.kubeconfig_path(), &pod_env).spawn(Some(&log));
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;

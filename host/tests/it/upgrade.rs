@@ -342,13 +342,15 @@ async fn a_canary_reconciles_its_cohort_and_is_halted_when_it_fails() {
         let what = format!("{name}'s objects");
         eventually(&what, f.wait, || async { (flux_of(&f, name).await == expected).then_some(()) }).await;
     }
-    assert!(!f.metrics.encode().contains("canary_halted{"), "{}", f.metrics.encode());
+    let running =
+        format!("service_provider_host_plugin_halted{{plugin=\"kro\",digest=\"{digest}\",role=\"canary\"}} 0");
+    assert!(f.metrics.encode().contains(&running), "{}", f.metrics.encode());
 
     // The cohort moves to the version the canary's plans are refused for.
     for name in &cohort {
         f.patch_kro(name, json!({"spec": {"version": "v0.8.0"}})).await;
     }
-    let halted = format!("service_provider_host_canary_halted{{digest=\"{digest}\"}} 1");
+    let halted = running.replace("} 0", "} 1");
     eventually("the canary halted", f.wait, || async { f.metrics.encode().contains(&halted).then_some(()) }).await;
     for name in &names_ {
         f.wait_kro(name, "Ready with the plugin", |k| {
