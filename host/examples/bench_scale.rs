@@ -270,6 +270,13 @@ struct Result {
     /// the candidate compiled by it, then precompiled (its cache filled by
     /// the first).
     previews: [Preview; 2],
+    /// The converged host's `/metrics`: bytes and samples.
+    scrape: (usize, usize),
+    /// Reconciles until all were Ready (controller_runtime_reconcile_total).
+    reconciles: f64,
+    /// With traces sent over OTLP to a Jaeger: the reconcile traces it held
+    /// once all were Ready.
+    traces: Option<usize>,
 }
 
 /// What `service-provider-host diff` took over the converged fleet.
@@ -341,8 +348,17 @@ fn preview(host_binary: &Path, env: &TestEnv, plugin: &Path, cache: &Path) -> an
     })
 }
 
-async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::Result<Result> {
+async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf, traced: bool) -> anyhow::Result<Result> {
     let env = TestEnv::start().await.context("starting the clusters (run `task testbed-bins`)")?;
+    let jaeger = match traced {
+        true => Some(testbed::jaeger::Jaeger::start().await.context("Jaeger (run `task observability-bins`)")?),
+        false => None,
+    };
+    let endpoint = jaeger.as_ref().map(|j| format!("http://127.0.0.1:{}", j.otlp));
+    let otel: Vec<(&str, &str)> = match &endpoint {
+        Some(endpoint) => vec![("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint), ("OTEL_SERVICE_NAME", "bench")],
+        None => Vec::new(),
+    };
     let platform = env.platform.client().await?;
     let onboarding = env.onboarding.client().await?;
     let ns = Namespace {
@@ -410,7 +426,7 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         bail!("precompiling the plugin failed ({}): {said}", precompiled.status);
     }
     let args = ["--plugin".into(), plugin.into(), "--plugin-cache-dir".into(), cache.clone().into_os_string()];
-    let host = bench_host(host_binary, &env, (PROVIDER, POD_NAMESPACE), metrics_port, &args, &[]);
+    let host = bench_host(host_binary, &env, (PROVIDER, POD_NAMESPACE), metrics_port, &args, &otel);
     let pid = host.child.id();
     let (peak_anon, sampler) = sample_peak_anon(pid);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -461,6 +477,16 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
     };
     let converged = requests(metrics_port)?;
     let cpu_converged = cpu_seconds(&env, pid)?;
+    let (_, scraped) = http_get(metrics_port, "/metrics").context("the metrics endpoint")?;
+    let scrape = (scraped.len(), scraped.lines().filter(|l| !l.starts_with('#')).count());
+    let reconciles: f64 = scraped
+        .lines()
+        .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum();
+    // The batch processor sends within 5 s.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let traces = jaeger.as_ref().map(|j| j.traces("bench", "reconcile").len());
     eprintln!("bench-scale: {n} Ready in {ready:?}; steady-state window of {STEADY_WINDOW:?}");
     tokio::time::sleep(STEADY_WINDOW).await;
     let steady_end = requests(metrics_port)?;
@@ -505,6 +531,9 @@ async fn run_once(n: usize, host_binary: &PathBuf, plugin: &PathBuf) -> anyhow::
         peak_anon_kib,
         cpu_seconds,
         previews,
+        scrape,
+        reconciles,
+        traces,
     })
 }
 
@@ -598,6 +627,19 @@ fn table(results: &[Result]) -> String {
     }
     for r in results {
         out.push_str(&format!(
+            "\nN = {}, traces over OTLP {}: the converged host's /metrics {:.1} KiB, {} samples; {} reconciles to converge, host CPU {:.2} s ({:.2} ms per reconcile){}\n",
+            r.instances,
+            if r.traces.is_some() { "on" } else { "off" },
+            r.scrape.0 as f64 / 1024.0,
+            r.scrape.1,
+            r.reconciles,
+            r.cpu_converge.host,
+            r.cpu_converge.host * 1000.0 / r.reconciles.max(1.0),
+            r.traces.map(|t| format!("; {t} reconcile traces in Jaeger")).unwrap_or_default(),
+        ));
+    }
+    for r in results {
+        out.push_str(&format!(
             "\nN = {}: steady state: {}; deletion: {}. CPU s (API server + etcd per cluster, host, harness) while converging: {}; while deleting: {}. Those of all but the host over the machine's cores (the least each phase can take whatever the host costs): {:.1} s converging, {:.1} s deleting\n",
             r.instances,
             if r.steady.is_empty() { "no requests".to_string() } else { describe(&r.steady) },
@@ -626,9 +668,17 @@ async fn main() -> anyhow::Result<()> {
     let reference_before = reference_ms();
     eprintln!("bench-scale: reference work (sorting 4 M numbers) {reference_before:.0} ms");
     let mut results = Vec::new();
+    // BENCH_TRACES=1: each size twice, side by side in one run: without
+    // and with traces sent to a collector (Jaeger, `task observability-bins`).
+    let traces: &[bool] = match std::env::var("BENCH_TRACES").is_ok_and(|v| v == "1") {
+        true => &[false, true],
+        false => &[false],
+    };
     for n in sizes {
-        eprintln!("bench-scale: N = {n}");
-        results.push(run_once(n, &host_binary, &plugin).await?);
+        for &traced in traces {
+            eprintln!("bench-scale: N = {n}{}", if traced { ", traces over OTLP" } else { "" });
+            results.push(run_once(n, &host_binary, &plugin, traced).await?);
+        }
     }
     let reference_after = reference_ms();
     let table = table(&results);
