@@ -38,6 +38,13 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
     let plan = r#"{plugin="kro",digest="sha256:"#;
     assert!(metrics.contains(&format!("service_provider_host_plugin_call_duration_seconds_count{plan}")), "{metrics}");
     assert!(metrics.contains(r#"role="plugin",call="plan"} "#), "{metrics}");
+    // The describe the plugin was loaded with, once.
+    let described = metrics
+        .lines()
+        .filter(|l| l.starts_with("service_provider_host_plugin_call_duration_seconds_count{"))
+        .filter(|l| l.contains(r#"role="plugin",call="describe"}"#))
+        .collect::<Vec<_>>();
+    assert!(described.len() == 1 && described[0].ends_with("} 1"), "{metrics}");
     for series in [
         r#"controller_runtime_reconcile_total{controller="kro",result="success"} "#,
         r#"controller_runtime_max_concurrent_reconciles{controller="kro"} 8"#,

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 pub use error::{Bound, Cause, PluginError, Stopped};
 pub use limits::{EPOCH_TICK, Limits};
 use limits::{Hit, Limiter};
-use plugin::Inner;
 pub use plugin::Plugin;
+use plugin::{Described, Inner};
 use service_provider_sdk::contract as sdk;
 use service_provider_sdk::convert::Convert;
 
@@ -299,12 +299,13 @@ impl Prepared {
     /// Calls `describe` (under the same limits as every call, so a plugin
     /// that hangs there fails the start-up instead of hanging it).
     pub async fn describe(&self, limits: Limits) -> Result<Plugin, PluginError> {
-        let Answer::Describe(descriptor) = self.call("plugin", &limits, Call::Describe).await.0? else {
-            unreachable!("describe answers describe")
-        };
-        let plugin =
-            Plugin { inner: Arc::new(Inner { prepared: self.clone(), limits, descriptor: *descriptor }), meter: None };
-        plugin.check_output("a descriptor", plugin.descriptor(), 0).1?;
+        let (answer, mut described) = self.call("plugin", &limits, Call::Describe).await;
+        let Answer::Describe(descriptor) = answer? else { unreachable!("describe answers describe") };
+        described.output_bytes = plugin::serialized_len(&*descriptor);
+        let inner =
+            Inner { prepared: self.clone(), limits, descriptor: *descriptor, described: Described::new(described) };
+        let plugin = Plugin { inner: Arc::new(inner), meter: None };
+        plugin.check_size("a descriptor", described.output_bytes, 0)?;
         descriptor::check(plugin.descriptor(), &limits)
             .map_err(|reason| PluginError::Descriptor { plugin: plugin.name().to_string(), reason })?;
         Ok(plugin)

@@ -2,6 +2,7 @@
 //! checks of what goes in and what comes out.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use service_provider_sdk::contract as sdk;
@@ -9,12 +10,13 @@ use tracing::Instrument;
 
 use super::error::INPUT;
 use super::{Answer, Call, Limits, Method, PluginError, Prepared};
-use crate::metrics::{Bounds, LabelValue, PluginMeter};
+use crate::metrics::{Bounds, LabelValue, PluginMeter, Usage};
 
 pub(super) struct Inner {
     pub(super) prepared: Prepared,
     pub(super) limits: Limits,
     pub(super) descriptor: sdk::Descriptor,
+    pub(super) described: Described,
 }
 
 /// A loaded plugin: cheap to clone, safe to call from many tasks at once.
@@ -61,8 +63,13 @@ impl Plugin {
         Bounds { timeout: limits.timeout, memory_bytes: limits.memory_bytes, output_bytes: limits.output_bytes }
     }
 
-    /// This plugin, reporting each call to `meter`.
+    /// This plugin, reporting each call to `meter` (and, the first time,
+    /// the `describe` it was loaded with).
     pub fn metered(&self, meter: PluginMeter) -> Plugin {
+        let described = &self.inner.described;
+        if !described.reported.swap(true, Ordering::Relaxed) {
+            meter.called(Method::Describe, &described.usage);
+        }
         Plugin { inner: self.inner.clone(), meter: Some(meter) }
     }
 
@@ -176,23 +183,42 @@ impl Plugin {
 
     /// Refuses outputs over the size or object-count limits before the host
     /// parses anything in them; returns the output's size too.
-    pub(super) fn check_output(
+    fn check_output(
         &self,
         what: &'static str,
         output: &impl serde::Serialize,
         objects: usize,
     ) -> (usize, Result<(), PluginError>) {
+        let bytes = serialized_len(output);
+        (bytes, self.check_size(what, bytes, objects))
+    }
+
+    /// Refuses an output of `bytes` (its JSON) and `objects` over the limits.
+    pub(super) fn check_size(&self, what: &'static str, bytes: usize, objects: usize) -> Result<(), PluginError> {
         let limits = &self.inner.limits;
         let plugin = || self.name().to_string();
-        let bytes = serialized_len(output);
         if objects > limits.objects {
             let limit = format!("limit of {} objects per plan", limits.objects);
-            return (bytes, Err(PluginError::Limit { plugin: plugin(), bound: super::Bound::Objects, limit }));
+            return Err(PluginError::Limit { plugin: plugin(), bound: super::Bound::Objects, limit });
         }
         if bytes > limits.output_bytes {
-            return (bytes, Err(PluginError::TooLarge { plugin: plugin(), what, bytes, max: limits.output_bytes }));
+            return Err(PluginError::TooLarge { plugin: plugin(), what, bytes, max: limits.output_bytes });
         }
-        (bytes, Ok(()))
+        Ok(())
+    }
+}
+
+/// What the `describe` call a plugin was loaded with used, reported once:
+/// to the first meter the plugin is given (a controller started again, a
+/// new leader term, gives it one more).
+pub(super) struct Described {
+    usage: Usage,
+    reported: AtomicBool,
+}
+
+impl Described {
+    pub(super) fn new(usage: Usage) -> Self {
+        Described { usage, reported: AtomicBool::new(false) }
     }
 }
 
@@ -205,7 +231,7 @@ fn call_of(method: Method, input: &sdk::Input) -> Call<'_> {
 }
 
 /// The length of a value's JSON serialisation, without building it.
-fn serialized_len(value: &impl serde::Serialize) -> usize {
+pub(super) fn serialized_len(value: &impl serde::Serialize) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
