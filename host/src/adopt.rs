@@ -49,14 +49,29 @@ impl Adoption {
         !self.managers.is_empty()
     }
 
+    /// Whether `manager` is one of the named field managers.
+    pub fn names(&self, manager: &str) -> bool {
+        self.managers.iter().any(|m| m == manager)
+    }
+
     /// Whether this object may be taken over: from which manager, or why not.
     pub fn judge(&self, meta: &ObjectMeta) -> Result<String, Refusal> {
+        self.judge_besides(meta, &[])
+    }
+
+    /// [`Self::judge`], with the entries of the managers `besides` left out:
+    /// writers whose fields the caller knows to be what it would write
+    /// anyway (Flux applying the very CRD a plugin declares).
+    pub fn judge_besides(&self, meta: &ObjectMeta, besides: &[&str]) -> Result<String, Refusal> {
         let entries = meta.managed_fields.as_deref().unwrap_or_default();
         let mut by = None;
         for entry in entries {
             let manager = entry.manager.as_deref().unwrap_or("");
-            if self.managers.iter().any(|m| m == manager) {
+            if self.names(manager) {
                 by.get_or_insert_with(|| manager.to_string());
+                continue;
+            }
+            if besides.contains(&manager) {
                 continue;
             }
             let fields = entry.fields_v1.as_ref().map(|f| &f.0);

@@ -239,6 +239,16 @@ pub enum Conflicting {
         adopt_from.as_deref().map(|m| format!(" (if it is a provider's this one replaces: --adopt-from {m:?})")).unwrap_or_default()
     )]
     InstalledBy { writers: Vec<String>, adopt_from: Option<String> },
+    /// A CRD Flux's kustomize-controller applied (openmcp's bootstrapper's
+    /// GitOps) with other content than the plugin declares: git holds
+    /// another release's component than this image.
+    #[error(
+        "was applied by {manager:?} (Flux, from the platform's GitOps repository) with other content than this \
+         plugin declares, so the component there is another release than this host's image: commit this release's \
+         component (its CRDs) to the GitOps repository, or take the CRD over with --adopt-from {manager:?} (Flux \
+         puts its own back at its next reconcile)"
+    )]
+    OtherRelease { manager: String },
     /// The API server refused the apply: another manager owns fields it sets.
     #[error("has fields another field manager owns: {message}")]
     FieldsOwned { message: String },

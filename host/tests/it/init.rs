@@ -212,6 +212,120 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     simulator.stop().await;
 }
 
+/// The field managers that wrote a CRD's content (not its status).
+async fn writers_of(api: &Api<CustomResourceDefinition>, name: &str) -> Vec<String> {
+    let crd = api.get(name).await.unwrap();
+    let mut writers: Vec<String> = crd
+        .metadata
+        .managed_fields
+        .into_iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|m| m.manager)
+        .collect();
+    writers.sort();
+    writers.dedup();
+    writers
+}
+
+/// A CRD as the project ships it (`crds/<file>`), applied as openmcp's
+/// bootstrapper's Flux applies it: server-side, forced, by
+/// `kustomize-controller`, with its owner labels; `edit` changes it first
+/// (another release's CRD).
+async fn applied_by_flux(api: &Api<CustomResourceDefinition>, file: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let text = std::fs::read_to_string(plugins::root().join("crds").join(file)).unwrap();
+    let mut crd: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    crd["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/name"] = json!("bootstrap");
+    crd["metadata"]["labels"]["kustomize.toolkit.fluxcd.io/namespace"] = json!("flux-system");
+    edit(&mut crd);
+    let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+    let params = PatchParams::apply("kustomize-controller").force();
+    api.patch(&name, &params, &Patch::Apply(&crd)).await.expect("Flux applies the CRD");
+}
+
+/// openmcp's bootstrapper commits a provider component's platform CRDs to
+/// git, and Flux applies them before openmcp-operator runs `init`: `init`
+/// co-owns the one of its own release, refuses another release's (git and
+/// the image disagree), and on a migrating platform, where the Go
+/// provider's `init` wrote too, takes over from it with `--adopt-from` its
+/// field manager alone.
+#[tokio::test]
+async fn init_co_owns_the_crds_flux_applied_from_its_component_and_refuses_another_release() {
+    let (platform, onboarding, platform_client, onboarding_client) = fresh_clusters().await;
+    let pod_ns = unique("provider");
+    let provider = unique("kro");
+    let ns =
+        Namespace { metadata: ObjectMeta { name: Some(pod_ns.clone()), ..Default::default() }, ..Default::default() };
+    Api::<Namespace>::all(platform_client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let simulator = OpenMcpSimulator::start(
+        &platform,
+        &onboarding,
+        SimulatorOptions { provider_namespaces: vec![pod_ns.clone()], ..Default::default() },
+    );
+    let platform_crds = Api::<CustomResourceDefinition>::all(platform_client.clone());
+    let file = "kro.services.open-control-plane.io_providerconfigs.yaml";
+    let name = "providerconfigs.kro.services.open-control-plane.io";
+    let init = |args: &'static [&'static str]| {
+        let mut all = vec!["--register-service-kind=false"];
+        all.extend(args);
+        let (platform, pod_ns, provider) = (&platform, &pod_ns, &provider);
+        async move { run_init_with(platform, pod_ns, provider, &all).await }
+    };
+
+    // A migrating platform: Flux applied this release's Kro CRD and the Go
+    // provider's init wrote beside it (an Update of its own). Refused without
+    // the opt-in, naming the Go provider; taken over with --adopt-from it.
+    let onboarding_crds = Api::<CustomResourceDefinition>::all(onboarding_client.clone());
+    let kroes = "kroes.kro.services.open-control-plane.io";
+    applied_by_flux(&onboarding_crds, "kro.services.open-control-plane.io_kroes.yaml", |_| {}).await;
+    let update = PostParams { field_manager: Some("service-provider-kro".into()), ..Default::default() };
+    eventually("the Go provider's Update", Duration::from_secs(30), || async {
+        // Read, change, write, as controller-runtime's CreateOrUpdate does;
+        // again when the API server's status write came in between.
+        let mut go = onboarding_crds.get(kroes).await.unwrap();
+        go.metadata.labels.get_or_insert_default().insert("app.kubernetes.io/managed-by".into(), "go".into());
+        go.metadata.managed_fields = None;
+        onboarding_crds.replace(kroes, &update, &go).await.ok()
+    })
+    .await;
+    // And another release's ProviderConfig CRD in git.
+    applied_by_flux(&platform_crds, file, |crd| {
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = json!("another release");
+    })
+    .await;
+
+    let out = init(&[]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("--adopt-from \"service-provider-kro\""), "{stderr}");
+    let out = init(&["--adopt-from", "service-provider-kro"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("CRD adopted"), "the Go provider's CRD taken over: {stderr}");
+    assert!(!out.status.success(), "another release's CRD is not the Go provider's to give: {stderr}");
+
+    // Another release's CRD in git: refused, nothing written, saying what to do.
+    let out = init(&[]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "init over another release's CRD: {stderr}");
+    assert!(
+        stderr.contains("other content than this plugin declares") && stderr.contains("commit this release"),
+        "{stderr}"
+    );
+    assert_eq!(writers_of(&platform_crds, name).await, ["kustomize-controller"]);
+
+    // This release's CRD: co-owned, and a second run writes nothing.
+    applied_by_flux(&platform_crds, file, |_| {}).await;
+    let out = init(&[]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.contains("CRD co-owned"), "{stderr}");
+    let host = format!("service-provider-host/{provider}");
+    assert_eq!(writers_of(&platform_crds, name).await, ["kustomize-controller", host.as_str()]);
+    let version = platform_crds.get(name).await.unwrap().metadata.resource_version;
+    applied_by_flux(&platform_crds, file, |_| {}).await; // Flux's next reconcile
+    assert!(init(&[]).await.status.success());
+    assert_eq!(platform_crds.get(name).await.unwrap().metadata.resource_version, version, "nothing written");
+    simulator.stop().await;
+}
+
 async fn output(mut cmd: Command) -> (bool, String) {
     let out = tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.expect("joined");
     (out.status.success(), String::from_utf8_lossy(&out.stderr).to_string())

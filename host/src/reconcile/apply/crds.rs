@@ -3,7 +3,13 @@
 //! ControlPlane, a workload cluster) before an instance's first plan. Only
 //! CRDs of the plugin's own groups, labelled for their cluster, converted
 //! without a webhook, and never over a CRD another field manager installed
-//! (unless `--adopt-from` names it).
+//! (unless `--adopt-from` names it). One writer besides the host's is
+//! expected: Flux's kustomize-controller, which applies a provider
+//! component's platform CRDs from openmcp's bootstrapper's GitOps
+//! repository before openmcp-operator runs `init`. A CRD it applied that is
+//! exactly the one the plugin declares (the component and the image are
+//! one release) is co-owned; one with other content is not this release's,
+//! and is refused like any other writer's.
 
 use std::time::Duration;
 
@@ -21,6 +27,11 @@ use crate::reconcile::apply::contains;
 
 /// The label that says which cluster a CRD belongs on (openmcp).
 pub const CLUSTER_LABEL: &str = "openmcp.cloud/cluster";
+
+/// The field manager of Flux's kustomize-controller, with which openmcp's
+/// bootstrapper's GitOps applies the platform CRDs of a provider's OCM
+/// component (server-side apply, forced) before `init` runs.
+pub const GITOPS_MANAGER: &str = "kustomize-controller";
 
 /// Parses a CRD manifest from the plugin and checks its cluster label.
 pub fn parse_crd(manifest: &str, cluster: Cluster) -> Result<CustomResourceDefinition, Error> {
@@ -60,20 +71,23 @@ pub async fn ensure(
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         let place = format!("CRD {name} on the {cluster} cluster");
         let desired = serde_json::to_value(&crd).map_err(|e| Error::json(format!("encoding {place}"), e))?;
-        let holder = match existing(&api, &name, &place, adoption).await? {
+        let holder = match existing(&api, &name, &place, &desired, adoption).await? {
             None => None,
             Some((live, Holder::Ours)) => {
-                let live = serde_json::to_value(live).map_err(|e| Error::json(format!("reading {place}"), e))?;
                 if contains(&live, &desired) {
                     continue;
                 }
                 Some(Holder::Ours)
             }
-            // Written even when equal: from now on it is the host's.
-            Some((_, predecessor)) => Some(predecessor),
+            // Written even when equal: from now on it is the host's too.
+            Some((_, other)) => Some(other),
         };
-        match install(&api, &crd, field_manager, &place, holder.as_ref()).await? {
+        match install(&api, &crd, field_manager, &place, holder.as_ref(), adoption).await? {
             Installed::Adopted(by) => info!(crd = %name, %cluster, field_manager = %by, "CRD adopted"),
+            Installed::CoOwned => info!(
+                crd = %name, %cluster, field_manager = GITOPS_MANAGER,
+                "CRD co-owned: Flux applied the very CRD the plugin declares (from this provider's component)"
+            ),
             Installed::TakenBack(from) => {
                 let from = from.join(", ");
                 warn!(crd = %name, %cluster, field_managers = %from, "CRD taken back: fields the host declares had been changed by {from}")
@@ -109,13 +123,24 @@ pub fn check_crd(crd: &CustomResourceDefinition, own: &hard::Own) -> Result<(), 
 }
 
 /// Whose an existing CRD is ([`Holder`]), or refuses to install over a
-/// CRD that exists and that no writer of the
-/// host's ever wrote: the host never takes over what another field manager
-/// installed (Flux's CRDs, say), nor what nobody can tell the writer of,
-/// unless `adoption` (`--adopt-from`) names the provider it replaces and
-/// nobody else wrote it ([`Adoption::judge`]). The API server's own status
-/// writes do not count.
-fn not_taken_over(live: &CustomResourceDefinition, place: &str, adoption: &Adoption) -> Result<Holder, Error> {
+/// CRD that exists and that no writer of the host's ever wrote: the host
+/// never takes over what another field manager installed (a Helm chart's
+/// CRD, another provider's), nor what nobody can tell the writer of. Two
+/// exceptions:
+/// - Flux's kustomize-controller ([`GITOPS_MANAGER`]) applied `desired`
+///   itself, field for field (`same`): the component of this release,
+///   through openmcp's bootstrapper. It is co-owned, and under
+///   `--adopt-from` it does not stand in the way of taking the rest over.
+/// - `adoption` (`--adopt-from`) names the provider it replaces, and
+///   nobody else wrote it ([`Adoption::judge`]).
+///
+/// The API server's own status writes do not count.
+fn not_taken_over(
+    live: &CustomResourceDefinition,
+    same: bool,
+    place: &str,
+    adoption: &Adoption,
+) -> Result<Holder, Error> {
     let writers: Vec<&str> = live
         .metadata
         .managed_fields
@@ -127,12 +152,23 @@ fn not_taken_over(live: &CustomResourceDefinition, place: &str, adoption: &Adopt
     if writers.iter().any(|m| is_hosts(m)) {
         return Ok(Holder::Ours);
     }
+    let gitops = same && writers.contains(&GITOPS_MANAGER);
+    if gitops && writers.iter().all(|m| *m == GITOPS_MANAGER) {
+        return Ok(Holder::GitOps);
+    }
     if adoption.is_enabled() {
-        let by = adoption.judge(&live.metadata).map_err(|why| Error::conflict(place, why))?;
+        let besides: &[&str] = if gitops { &[GITOPS_MANAGER] } else { &[] };
+        let by = adoption.judge_besides(&live.metadata, besides).map_err(|why| Error::conflict(place, why))?;
         return Ok(Holder::Predecessor(by));
     }
+    if writers.contains(&GITOPS_MANAGER) && !same {
+        return Err(Error::conflict(place, Conflicting::OtherRelease { manager: GITOPS_MANAGER.into() }));
+    }
     let writers = writers.into_iter().map(str::to_string).collect();
-    let adopt_from = crate::adopt::writers(&live.metadata).into_iter().next();
+    // The writer to name in --adopt-from: not Flux where it applied what
+    // the plugin declares (the other writer is the one to take over from).
+    let adopt_from =
+        crate::adopt::writers(&live.metadata).into_iter().find(|w| !(gitops && w.as_str() == GITOPS_MANAGER));
     Err(Error::conflict(place, Conflicting::InstalledBy { writers, adopt_from }))
 }
 
@@ -140,22 +176,26 @@ fn not_taken_over(live: &CustomResourceDefinition, place: &str, adoption: &Adopt
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Holder {
     Ours,
+    /// Flux applied exactly what the plugin declares, and nobody else wrote it.
+    GitOps,
     /// The provider this host replaces (`--adopt-from`): this field manager.
     Predecessor(String),
 }
 
-/// The CRD `name` as it is at `place`, if it exists and this host may
-/// update it ([`not_taken_over`]), and whose it is.
+/// The CRD `name` as it is at `place` (as JSON), if it exists and this host
+/// may update it ([`not_taken_over`]), and whose it is.
 async fn existing(
     api: &Api<CustomResourceDefinition>,
     name: &str,
     place: &str,
+    desired: &serde_json::Value,
     adoption: &Adoption,
-) -> Result<Option<(CustomResourceDefinition, Holder)>, Error> {
+) -> Result<Option<(serde_json::Value, Holder)>, Error> {
     let live = api.get_opt(name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?;
     let Some(live) = live else { return Ok(None) };
-    let holder = not_taken_over(&live, place, adoption)?;
-    Ok(Some((live, holder)))
+    let json = serde_json::to_value(&live).map_err(|e| Error::json(format!("reading {place}"), e))?;
+    let holder = not_taken_over(&live, contains(&json, desired), place, adoption)?;
+    Ok(Some((json, holder)))
 }
 
 /// What installing a CRD came to.
@@ -163,6 +203,8 @@ async fn existing(
 enum Installed {
     /// Created, or updated where only the host had written.
     Applied,
+    /// Applied with the same content beside Flux's kustomize-controller.
+    CoOwned,
     /// Taken over from the provider this host replaces (`--adopt-from`).
     Adopted(String),
     /// The host's own CRD, whose fields these other field managers had
@@ -178,14 +220,19 @@ enum Installed {
 /// the host takes them back with a forced apply, naming who had them: the
 /// plugin's schema is what its instances are stored by, and a rollback to
 /// the Go provider followed by a switch forward again is such a case, with
-/// or without `--adopt-from`. A CRD the host never wrote is never forced
-/// over ([`not_taken_over`]), except when taken over from its predecessor.
+/// or without `--adopt-from`. Never from Flux's kustomize-controller: it
+/// puts back what git holds at its next reconcile, so the two would take
+/// the CRD from each other for ever; that is a `Conflict` that says to
+/// bring git and the image to one release (or `--adopt-from` it). A CRD
+/// the host never wrote is never forced over ([`not_taken_over`]), except
+/// when taken over from its predecessor.
 async fn install(
     api: &Api<CustomResourceDefinition>,
     crd: &CustomResourceDefinition,
     field_manager: &str,
     place: &str,
     holder: Option<&Holder>,
+    adoption: &Adoption,
 ) -> Result<Installed, Error> {
     let name = crd.metadata.name.as_deref().unwrap_or_default();
     let apply = |force: bool| {
@@ -201,9 +248,13 @@ async fn install(
             Installed::Adopted(by.clone())
         }
         _ => match apply(false).await {
+            Ok(_) if holder == Some(&Holder::GitOps) => Installed::CoOwned,
             Ok(_) => Installed::Applied,
             Err(kube::Error::Api(s)) if s.is_conflict() && holder == Some(&Holder::Ours) => {
                 let from = conflicting_managers(&s.message);
+                if from.iter().any(|m| m == GITOPS_MANAGER) && !adoption.names(GITOPS_MANAGER) {
+                    return Err(Error::conflict(place, Conflicting::OtherRelease { manager: GITOPS_MANAGER.into() }));
+                }
                 apply(true).await.map_err(|e| Error::kube(format!("taking back {place}"), e))?;
                 Installed::TakenBack(from)
             }
@@ -290,25 +341,69 @@ mod tests {
             crd
         };
         let none = Adoption::default();
-        assert!(matches!(not_taken_over(&crd(&[("service-provider-host/kro", None)]), "c", &none), Ok(Holder::Ours)));
-        let lookalike = not_taken_over(&crd(&[("service-provider-hostile", None)]), "c", &none).unwrap_err();
+        assert!(matches!(
+            not_taken_over(&crd(&[("service-provider-host/kro", None)]), false, "c", &none),
+            Ok(Holder::Ours)
+        ));
+        let lookalike = not_taken_over(&crd(&[("service-provider-hostile", None)]), false, "c", &none).unwrap_err();
         assert!(lookalike.to_string().contains("installed by service-provider-hostile"), "{lookalike}");
         let both = crd(&[("kubectl-edit", None), ("service-provider-host/kro", None)]);
-        assert!(not_taken_over(&both, "c", &none).is_ok(), "ours, edited since: the apply reports conflicts");
+        assert!(not_taken_over(&both, false, "c", &none).is_ok(), "ours, edited since: the apply reports conflicts");
         let theirs =
-            not_taken_over(&crd(&[("helm", None), ("kube-apiserver", Some("status"))]), "c", &none).unwrap_err();
+            not_taken_over(&crd(&[("helm", None), ("kube-apiserver", Some("status"))]), true, "c", &none).unwrap_err();
         assert!(theirs.to_string().contains("installed by helm, not by this host"), "{theirs}");
-        let unknown = not_taken_over(&crd(&[("kube-apiserver", Some("status"))]), "c", &none).unwrap_err();
+        let unknown = not_taken_over(&crd(&[("kube-apiserver", Some("status"))]), true, "c", &none).unwrap_err();
         assert!(unknown.to_string().contains("a writer that left no record"), "{unknown}");
 
         let go = Adoption::new(&["service-provider-kro".into()]).unwrap();
         let gos = crd(&[("service-provider-kro", None), ("kube-apiserver", Some("status"))]);
-        let hint = not_taken_over(&gos, "c", &none).unwrap_err().to_string();
+        let hint = not_taken_over(&gos, false, "c", &none).unwrap_err().to_string();
         assert!(hint.contains("--adopt-from \"service-provider-kro\""), "{hint}");
-        let taken = not_taken_over(&gos, "c", &go);
+        let taken = not_taken_over(&gos, false, "c", &go);
         assert!(matches!(&taken, Ok(Holder::Predecessor(by)) if by == "service-provider-kro"), "{taken:?}");
         let edited = crd(&[("service-provider-kro", None), ("kubectl-edit", None)]);
-        assert!(not_taken_over(&edited, "c", &go).unwrap_err().to_string().contains("\"kubectl-edit\" wrote more"));
+        assert!(
+            not_taken_over(&edited, false, "c", &go).unwrap_err().to_string().contains("\"kubectl-edit\" wrote more")
+        );
+    }
+
+    #[test]
+    fn a_crd_flux_applied_is_co_owned_only_when_it_is_the_plugins_own() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let crd = |managers: &[&str]| {
+            let mut crd = CustomResourceDefinition::default();
+            let entry = |m: &&str| ManagedFieldsEntry { manager: Some(m.to_string()), ..Default::default() };
+            let status = ManagedFieldsEntry {
+                manager: Some("kube-apiserver".into()),
+                subresource: Some("status".into()),
+                ..Default::default()
+            };
+            crd.metadata.managed_fields = Some(managers.iter().map(entry).chain([status]).collect());
+            crd
+        };
+        let none = Adoption::default();
+        let flux = crd(&[GITOPS_MANAGER]);
+        // The component's CRD, as the plugin declares it: co-owned.
+        assert_eq!(not_taken_over(&flux, true, "c", &none).unwrap(), Holder::GitOps);
+        // Another release's, or anything else under Flux's name: refused,
+        // saying what to do.
+        let other = not_taken_over(&flux, false, "c", &none).unwrap_err().to_string();
+        assert!(other.contains("other content than this plugin declares"), "{other}");
+        assert!(other.contains("--adopt-from \"kustomize-controller\""), "{other}");
+        // Flux and someone else: the rule against other writers stands.
+        let helm = not_taken_over(&crd(&[GITOPS_MANAGER, "helm"]), true, "c", &none).unwrap_err().to_string();
+        assert!(helm.contains("installed by kustomize-controller, helm, not by this host"), "{helm}");
+        assert!(helm.contains("--adopt-from \"helm\""), "the other writer is named, not Flux: {helm}");
+        // A migration: the Go provider's init wrote beside Flux, which
+        // applied this release's CRD; --adopt-from the Go provider suffices.
+        let go = Adoption::new(&["service-provider-kro".into()]).unwrap();
+        let both = crd(&[GITOPS_MANAGER, "service-provider-kro"]);
+        assert_eq!(not_taken_over(&both, true, "c", &go).unwrap(), Holder::Predecessor("service-provider-kro".into()));
+        let stale = not_taken_over(&both, false, "c", &go).unwrap_err().to_string();
+        assert!(stale.contains("\"kustomize-controller\" wrote more"), "Flux's other release is not adopted: {stale}");
+        // Named outright, Flux's CRD is taken over whatever it holds.
+        let flux_named = Adoption::new(&[GITOPS_MANAGER.into()]).unwrap();
+        assert_eq!(not_taken_over(&flux, false, "c", &flux_named).unwrap(), Holder::Predecessor(GITOPS_MANAGER.into()));
     }
 
     #[test]
