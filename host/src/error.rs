@@ -19,10 +19,10 @@ use crate::plugin::sandbox::PluginError;
 pub enum Category {
     /// Something a tenant or the platform operator must fix (an unknown
     /// version, a missing ProviderConfig or source Secret, a Secret of the
-    /// wrong type). Retried at the poll interval, without backoff.
+    /// wrong type). Retried every minute, without backoff.
     UserInput,
     /// An object the host would write already exists and is not this
-    /// instance's. Needs a person; retried at the poll interval.
+    /// instance's. Needs a person; retried every minute.
     Conflict,
     /// The plugin failed: it trapped, returned output the host cannot use, or
     /// hit a resource limit. Retried with backoff.
@@ -76,8 +76,9 @@ impl crate::metrics::LabelValue for Category {
 }
 
 impl Category {
-    /// Whether only a person can fix it: such failures are retried at the
-    /// poll interval instead of with backoff, and count as "invalid input".
+    /// Whether only a person can fix it: such failures are failed
+    /// reconciles like any other, but retried every minute instead of with
+    /// backoff ([`Error::NeedsAPerson`]).
     pub fn needs_a_person(self) -> bool {
         matches!(self, Category::UserInput | Category::Conflict)
     }
@@ -144,7 +145,7 @@ pub enum Error {
     #[error(transparent)]
     Grant(#[from] crate::plugin::grant::GrantError),
     /// Something only a tenant or the platform operator can fix: shown in
-    /// the status, retried at the poll interval.
+    /// the status, retried every minute.
     #[error(transparent)]
     UserInput(#[from] UserInput),
     /// An object the host would write exists and belongs to someone else.
@@ -187,6 +188,17 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A failure only a tenant or the platform operator can fix
+    /// ([`Category::needs_a_person`]), already shown in the instance's
+    /// status: a failed reconcile to the metrics, as controller-runtime
+    /// counts a Go provider's, looked at again after `retry_after` without
+    /// backoff.
+    #[error("{error}")]
+    NeedsAPerson {
+        #[source]
+        error: Box<Error>,
+        retry_after: Duration,
+    },
     /// Deletion is progressing but not finished: not a failure, just look
     /// again after the given delay (the finalizer stays).
     #[error("{reason}")]
@@ -213,6 +225,10 @@ pub enum UserInput {
     /// The source of a copy is not in the provider's namespace.
     #[error("{kind} {namespace}/{name} does not exist on the platform cluster")]
     NoSource { kind: String, namespace: String, name: String },
+    /// What the plugin found the tenant must fix (`plan-error::invalid-input`),
+    /// and when it asks to look again (0: the host's default).
+    #[error("{message}")]
+    Plan { message: String, requeue_after_seconds: u32 },
     /// A Secret to copy has another type than the plugin requires.
     #[error("Secret {namespace}/{name} has type {found}, but {required} is required")]
     SecretType { namespace: String, name: String, found: String, required: String },
@@ -366,6 +382,16 @@ impl Error {
             | Error::LeaderElection(_)
             | Error::Finalizer(_) => Category::Kubernetes,
             Error::Panic { .. } => Category::Internal,
+            Error::NeedsAPerson { error, .. } => error.category(),
+        }
+    }
+
+    /// When a failure only a person can fix is looked at again
+    /// ([`Error::NeedsAPerson`]).
+    pub fn needs_a_person(&self) -> Option<Duration> {
+        match self {
+            Error::NeedsAPerson { retry_after, .. } => Some(*retry_after),
+            _ => None,
         }
     }
 
@@ -468,6 +494,10 @@ mod tests {
         assert_eq!(report(&e), "reading Namespace x: namespaces \"x\" is forbidden: User \"u\" cannot get: Forbidden");
     }
 
+    fn conflict_again() -> Error {
+        Error::conflict("Secret a/b", Conflicting::OtherType)
+    }
+
     #[test]
     fn categories_decide_who_must_act() {
         assert!(Error::from(UserInput::ServiceObject { field: "metadata.name" }).category().needs_a_person());
@@ -485,6 +515,9 @@ mod tests {
         let denied = Error::from_finalizer(kube::runtime::finalizer::Error::ApplyFailed(conflict));
         assert_eq!(denied.category(), Category::Conflict);
         assert!(report(&denied).starts_with("Secret a/b has another type"));
+        let shown = Error::NeedsAPerson { error: Box::new(conflict_again()), retry_after: Duration::from_secs(60) };
+        assert_eq!((shown.category(), shown.needs_a_person()), (Category::Conflict, Some(Duration::from_secs(60))));
+        assert_eq!(report(&shown), "Secret a/b has another type than its source; remove it", "said once");
         let waiting = kube::runtime::finalizer::Error::CleanupFailed(not_yet);
         assert_eq!(Error::from_finalizer(waiting).not_yet(), Some(Duration::from_secs(3)));
     }

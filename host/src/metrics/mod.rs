@@ -54,7 +54,7 @@ pub trait LabelValue: Copy {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReconcileLabels {
-    /// How a reconcile ended (`reconcile::Ended`): applied, invalid-input,
+    /// How a reconcile ended (`reconcile::Ended`): applied, limited,
     /// waiting, ignored, finalizer, deleting, deleted, error.
     pub outcome: &'static str,
 }

@@ -22,15 +22,16 @@ use super::status::{self, StatusWriter};
 use super::{Again, DEFAULT_POLL, InstanceKey, Outcome, Shared, WAIT, key_of};
 use crate::Error;
 use crate::adopt::Predecessor;
-use crate::error::report;
+use crate::error::{UserInput, report};
 use crate::instance::{Instance, Reach};
 use crate::metrics::Metrics;
 use crate::plugin::plan::{self, CheckedPlan, Manifest, Step};
 use crate::stores::{Lookup, Stores};
 
-/// Reconciles a live instance. Failures are recorded in its status; those
-/// only a person can fix requeue at the poll interval, the others go on to
-/// the error policy (backoff).
+/// Reconciles a live instance. Failures are recorded in its status and go
+/// on to the error policy: those only a person can fix as
+/// [`Error::NeedsAPerson`] (looked at again every minute), the others with
+/// backoff.
 pub(super) async fn run(
     object: &DynamicObject,
     provider_config: Option<&Value>,
@@ -46,14 +47,32 @@ pub(super) async fn run(
     match result {
         Ok(done) => Ok(done),
         Err(error) => {
-            ctx.status
-                .write(object, &status::failed(error.category().reason(), report(&error)), status::Severity::Warning)
-                .await?;
+            let shown = status::failed(error.category().reason(), report(&error));
+            let wrote = ctx.status.write(object, &shown, status::Severity::Warning).await?;
             match error.category().needs_a_person() {
-                true => Ok((Outcome::InvalidInput, Again::After(DEFAULT_POLL))),
+                true => {
+                    let retry_after = again_for_a_person(&ctx.metrics, &error, wrote);
+                    Err(Error::NeedsAPerson { error: Box::new(error), retry_after })
+                }
                 false => Err(error),
             }
         }
+    }
+}
+
+/// When a failure only a person can fix is looked at again: every minute,
+/// sooner where the plugin asks (never below the requeue floor) or where
+/// the status could not be written yet; never later, so that an alert on
+/// the controller's error rate (openmcp's, over five minutes) goes on
+/// seeing it while it lasts.
+fn again_for_a_person(metrics: &Metrics, error: &Error, wrote: status::Wrote) -> std::time::Duration {
+    let asked = match error {
+        Error::UserInput(UserInput::Plan { requeue_after_seconds, .. }) => *requeue_after_seconds,
+        _ => 0,
+    };
+    match next_look(metrics, asked, wrote) {
+        Again::After(after) => after.min(DEFAULT_POLL),
+        Again::OnChange => DEFAULT_POLL,
     }
 }
 
@@ -85,9 +104,8 @@ async fn apply_with_config(
     let plan = match planned? {
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
-            let wrote =
-                ctx.status.write(object, &status::reconcile_error(&i.message), status::Severity::Warning).await?;
-            return Ok((Outcome::InvalidInput, next_look(&ctx.metrics, i.requeue_after_seconds, wrote)));
+            let (message, requeue_after_seconds) = (i.message, i.requeue_after_seconds);
+            return Err(UserInput::Plan { message, requeue_after_seconds }.into());
         }
         Err(PlanError::Transient(message)) => {
             return Err(Error::PluginTransient { plugin: plugin.descriptor().name.clone(), message });

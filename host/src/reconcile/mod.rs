@@ -84,8 +84,6 @@ pub enum Outcome {
     /// The plan's writes wait for the instance's write budget
     /// ([`crate::reconcile::budget`]); the status says so.
     Limited,
-    /// Something only a person can fix; shown in the status.
-    InvalidInput,
     /// Deletion finished; the finalizer is gone.
     Deleted,
 }
@@ -123,7 +121,6 @@ impl LabelValue for Ended {
             Ended::Done(Outcome::Waiting) => "waiting",
             Ended::Done(Outcome::Applied) => "applied",
             Ended::Done(Outcome::Limited) => "limited",
-            Ended::Done(Outcome::InvalidInput) => "invalid-input",
             Ended::Done(Outcome::Deleted) => "deleted",
             Ended::Deleting => "deleting",
             Ended::Failed => "error",
@@ -172,7 +169,8 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<A
     tracing::Span::current().record("outcome", ended.label());
     let recorders = rollout::Recorders { status: &ctx.status, memory: &ctx.memory, metrics: &ctx.metrics };
     ctx.rollout.ended(plugin, &recorders, &object, &result).await;
-    if result.is_ok() {
+    // A failure only a person can fix is not the instance's to back off from.
+    if result.as_ref().err().is_none_or(|e| e.needs_a_person().is_some()) {
         ctx.memory.succeeded(&key);
     }
     result.map(|(_, again)| again.action())
@@ -197,7 +195,8 @@ fn record_in_the_queue(ctx: &Shared, key: InstanceKey, result: &Result<(Outcome,
 }
 
 /// Requeue policy on errors: "not yet" (deletion in progress) waits as asked;
-/// real failures back off exponentially per instance, 1 s up to 5 min.
+/// a failure only a person can fix comes back as it says (every minute);
+/// the others back off exponentially per instance, 1 s up to 256 s.
 pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Shared>) -> Action {
     let key = key_of(object.as_ref());
     let (after, retry) = retry_after(&key, error, &ctx);
@@ -212,6 +211,10 @@ fn retry_after(key: &InstanceKey, error: &Error, ctx: &Shared) -> (Duration, boo
         return (after, false);
     }
     let instance = format!("{}/{}", key.0, key.1);
+    if let Some(after) = error.needs_a_person() {
+        info!(%instance, category = error.category().label(), error = %report(error), retry_in = ?after, "reconcile waits for a person");
+        return (after, true);
+    }
     if stale_finalizer_view(error) {
         // Another trigger ran on a cached copy from before our own finalizer
         // patch; the guarded patch refused it. Not a failure: look again.
@@ -219,7 +222,7 @@ fn retry_after(key: &InstanceKey, error: &Error, ctx: &Shared) -> (Duration, boo
         return (Duration::from_millis(200), true);
     }
     let n = ctx.memory.failed(key);
-    let delay = Duration::from_secs(1u64 << (n - 1).min(8)).min(Duration::from_secs(300));
+    let delay = Duration::from_secs(1u64 << (n - 1).min(8));
     warn!(%instance, category = error.category().label(), error = %report(error), retry_in = ?delay, "reconcile failed");
     (delay, true)
 }

@@ -242,6 +242,62 @@ async fn openmcp_alerts_fire_as_they_should_and_the_dashboard_resolves() {
     }
 }
 
+/// A tenant's mistake is a failed reconcile, as it is for the Go provider:
+/// a Kro asking for a version the ProviderConfig does not offer (a tenant
+/// trying one unknown version after another) counts controller-runtime's
+/// reconcile errors and `reconcile_failures_total{category="user-input"}`,
+/// and openmcp's own `ControllerReconcileErrors` alert fires for it.
+#[tokio::test]
+async fn a_tenants_unknown_version_fires_openmcps_reconcile_error_alert() {
+    let f = Fixture::new(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    let replica = Replica::start(&binary(), &f, ReplicaOptions::new("replica-0"));
+    assert!(replica.wait_ready(WAIT).await, "readyz never turned 200");
+    f.create_kro("mcp-01", "v9.9.0").await;
+    let failing = scrape_phase(&replica, async |i| {
+        f.patch_kro("mcp-01", json!({"spec": {"version": format!("v9.9.{}", i + 1)}})).await;
+    })
+    .await;
+    let last = failing.last().unwrap();
+    let value = |series: &str| last.get(series).map_or(0.0, |v| v.parse::<f64>().unwrap());
+    let user_input = format!(
+        "service_provider_host_reconcile_failures_total{{provider=\"{}\",category=\"user-input\"}}",
+        f.provider
+    );
+    assert!(value(&user_input) >= 10.0, "{user_input} in {last:#?}");
+    assert!(value("controller_runtime_reconcile_errors_total{controller=\"kro\"}") >= 10.0, "{last:#?}");
+    let kro = f.kro("mcp-01").await.expect("the Kro");
+    assert_eq!(ready(&kro)["reason"], "ReconcileError", "{kro:#}");
+
+    let openmcp = groups(OPENMCP_RULES);
+    let rules = write_temp("openmcp-rules.yaml", &serde_json::to_string(&openmcp).unwrap());
+    let alert_tests: Vec<Value> = alerts(&openmcp)
+        .into_iter()
+        .map(|(alert, _)| {
+            let exp = match alert.as_str() {
+                "ControllerReconcileErrors" => json!([{
+                    "exp_labels": {"controller": "kro", "severity": "warning", "component": "deployment", "inhibit_alert": "true"},
+                    "exp_annotations": {"summary": "Controller kro fails reconciles"},
+                }]),
+                _ => json!([]),
+            };
+            json!({"eval_time": "11m", "alertname": alert, "exp_alerts": exp})
+        })
+        .collect();
+    let tests = json!({
+        "rule_files": [rules],
+        "evaluation_interval": "30s",
+        "tests": [{"name": "a tenant's unknown version", "interval": "30s",
+                   "input_series": input_series(&failing), "alert_rule_test": alert_tests}],
+    });
+    let test_file = write_temp("rule-tests.yaml", &serde_json::to_string(&tests).unwrap());
+    promtool(&["test", "rules", &test_file.display().to_string()]);
+    assert!(replica.terminate().success());
+    for path in [&rules, &test_file] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// Every panel's queries: (panel title, expression), with Grafana's
 /// `$__rate_interval` as a duration.
 fn dashboard_queries(json: &str) -> Vec<(String, String)> {
