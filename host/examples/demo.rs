@@ -217,7 +217,7 @@ async fn main() -> anyhow::Result<()> {
     let planner = host_test_support::plugins::planner(plugin);
     println!("    {} ({} bytes), compiled in {:?}", wasm.display(), std::fs::metadata(&wasm)?.len(), compile_time);
 
-    let metrics = Metrics::new();
+    let metrics = Metrics::new(provider);
     let settings = Settings {
         adoption: Default::default(),
         provider_name: provider.into(),

@@ -412,6 +412,13 @@ impl ProviderArgs {
             "POD_NAMESPACE is not set: the provider needs to know its own namespace (source Secrets and onboarding requests live there); set it from the downward API (fieldRef metadata.namespace)",
         )?;
         let adoption = service_provider_host::adopt::Adoption::new(&self.adopt_from).map_err(anyhow::Error::msg)?;
+        // It names the Lease, AccessRequests, copies and field managers, and
+        // labels every object and series of the host's.
+        anyhow::ensure!(
+            service_provider_host::syntax::dns_label(&self.provider_name),
+            "--provider-name {:?} is not an RFC 1123 label (lower-case letters, digits and '-', at most 63)",
+            self.provider_name
+        );
         Ok(Settings {
             adoption,
             provider_name: self.provider_name.clone(),
@@ -617,7 +624,7 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             let _traces = args.provider.init_logging()?;
             let settings = args.provider.settings()?;
             let plugin = args.provider.plugin.load().await?;
-            let metrics = Metrics::new();
+            let metrics = Metrics::new(&settings.provider_name);
             let platform = clusters::platform_client(&metrics).await?;
             let options = InitOptions {
                 register_service_kind: args.register_service_kind,
@@ -657,7 +664,7 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 None => None,
             };
             let plugins = controller::Plugins { plugin, shadow, canary };
-            let metrics = Metrics::new();
+            let metrics = Metrics::new(&settings.provider_name);
             let platform = clusters::platform_client(&metrics).await?;
             controller::run(plugins, &settings, endpoints, args.leader_elect, platform, metrics).await?;
         }
@@ -735,7 +742,7 @@ async fn diff(args: DiffArgs) -> anyhow::Result<std::process::ExitCode> {
         candidate_provider_config,
         page: controller::preview::LIST_PAGE,
     };
-    let metrics = Metrics::new();
+    let metrics = Metrics::new(&settings.provider_name);
     let platform = clusters::platform_client_with(&metrics, clusters::Writes::Refused).await?;
     // A bar on a terminal only; a pipe or a CI log gets the report alone.
     let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {

@@ -11,6 +11,7 @@ pub mod instances;
 pub mod plugin;
 pub mod workqueue;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,10 +105,17 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Arc<Self> {
+    /// The metrics of the host serving `provider` (`--provider-name`, an
+    /// RFC 1123 label checked at start): every `service_provider_host_*`
+    /// series carries it as `provider`, so that two providers' hosts in one
+    /// namespace (openmcp runs kro's and flux's in `openmcp-system`) stay
+    /// apart on a dashboard; controller-runtime's carry `controller`.
+    pub fn new(provider: &str) -> Arc<Self> {
         let mut root = Registry::default();
         let workqueue = Workqueue::register(&mut root);
-        let registry = root.sub_registry_with_prefix("service_provider_host");
+        let registry = root
+            .sub_registry_with_prefix("service_provider_host")
+            .sub_registry_with_label((Cow::Borrowed("provider"), Cow::Owned(provider.to_string())));
         let plugins = Arc::new(plugin::Series::register(registry));
         let instances = Arc::new(instances::Instances::default());
         registry.register_collector(Box::new(instances.clone()));
@@ -295,7 +303,7 @@ mod tests {
 
     #[test]
     fn requests_are_counted_by_cluster_and_method() {
-        let m = Metrics::new();
+        let m = Metrics::new("kro-eu");
         m.count_request("platform", "GET");
         m.count_request("platform", "PATCH");
         m.count_request("platform", "PATCH");
@@ -306,7 +314,7 @@ mod tests {
         assert_eq!(m.writes("control-plane"), 0);
         let text = m.encode();
         assert!(
-            text.contains("service_provider_host_kube_requests_total{cluster=\"platform\",method=\"PATCH\"} 2"),
+            text.contains("service_provider_host_kube_requests_total{provider=\"kro-eu\",cluster=\"platform\",method=\"PATCH\"} 2"),
             "{text}"
         );
     }
@@ -331,7 +339,7 @@ mod tests {
 
     #[test]
     fn reconciles_and_plugin_calls_are_recorded() {
-        let m = Metrics::new();
+        let m = Metrics::new("kro-eu");
         m.reconciled(Label::Applied, Duration::from_millis(20));
         let bounds = Bounds { timeout: Duration::from_secs(2), memory_bytes: 64 << 20, output_bytes: 4 << 20 };
         let meter = m.plugin_meter("kro", "sha256:ab", Role::Canary, bounds);
@@ -343,11 +351,11 @@ mod tests {
         assert_eq!(m.failures(Label::PluginTimeout), 1);
         let text = m.encode();
         assert!(
-            text.contains("service_provider_host_reconcile_failures_total{category=\"plugin-timeout\"} 1"),
+            text.contains("service_provider_host_reconcile_failures_total{provider=\"kro-eu\",category=\"plugin-timeout\"} 1"),
             "{text}"
         );
-        assert!(text.contains("service_provider_host_reconciles_total{outcome=\"applied\"} 1"), "{text}");
-        let plan = r#"plugin="kro",digest="sha256:ab",role="canary",call="plan""#;
+        assert!(text.contains("service_provider_host_reconciles_total{provider=\"kro-eu\",outcome=\"applied\"} 1"), "{text}");
+        let plan = r#"provider="kro-eu",plugin="kro",digest="sha256:ab",role="canary",call="plan""#;
         for series in
             ["plugin_call_duration_seconds_count", "plugin_call_memory_bytes_count", "plugin_call_output_bytes_count"]
         {
@@ -364,7 +372,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(r#"service_provider_host_plugin_limit{plugin="kro",digest="sha256:ab",role="canary",limit="memory-bytes"} 67108864"#),
+            text.contains(r#"service_provider_host_plugin_limit{provider="kro-eu",plugin="kro",digest="sha256:ab",role="canary",limit="memory-bytes"} 67108864"#),
             "{text}"
         );
     }

@@ -147,16 +147,21 @@ async fn openmcp_alerts_fire_as_they_should_and_the_dashboard_resolves() {
     .await;
     let last = failing.last().unwrap();
 
-    // What the failing instance did, seen in the series themselves.
+    // What the failing instance did, seen in the series themselves; every
+    // host series names the provider.
+    let provider = format!("provider=\"{}\"", f.provider);
+    let limit = format!("service_provider_host_plugin_limit{{{provider},plugin=\"hostile\",digest=\"");
     let digest = last
         .keys()
-        .find_map(|s| s.strip_prefix("service_provider_host_plugin_limit{plugin=\"hostile\",digest=\""))
+        .find_map(|s| s.strip_prefix(&limit))
         .and_then(|rest| rest.split('"').next())
         .expect("the plugin's limits are exported")
         .to_string();
     let refused = format!(
-        "service_provider_host_plugin_answers_refused_total{{plugin=\"hostile\",digest=\"{digest}\",role=\"plugin\",call=\"plan\",kind=\"invalid-plan\"}}"
+        "service_provider_host_plugin_answers_refused_total{{{provider},plugin=\"hostile\",digest=\"{digest}\",role=\"plugin\",call=\"plan\",kind=\"invalid-plan\"}}"
     );
+    let unlabelled = last.keys().filter(|s| s.starts_with("service_provider_host_") && !s.contains(&provider));
+    assert_eq!(unlabelled.collect::<Vec<_>>(), Vec::<&String>::new(), "host series without the provider");
     if !last.get(&refused).is_some_and(|v| v.parse::<f64>().unwrap() >= 10.0) {
         let log = std::fs::read_to_string(&log_path).unwrap_or_default();
         panic!("{refused} in {last:#?}\nthe instance: {:#?}\nthe host's log: {log}", f.kro("bad-labels").await);
@@ -202,7 +207,7 @@ async fn openmcp_alerts_fire_as_they_should_and_the_dashboard_resolves() {
             ["plugin", "shadow"]
                 .map(|role| {
                     json!({
-                        "exp_labels": {"plugin": "hostile", "digest": digest, "role": role, "kind": "invalid-plan", "severity": "warning"},
+                        "exp_labels": {"provider": f.provider, "plugin": "hostile", "digest": digest, "role": role, "kind": "invalid-plan", "severity": "warning"},
                         "exp_annotations": {
                             "summary": format!("The host refuses what plugin hostile ({role} {digest}) answers: invalid-plan"),
                             "description": host["groups"][0]["rules"][1]["annotations"]["description"],

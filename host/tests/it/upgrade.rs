@@ -110,13 +110,13 @@ async fn a_fleet_preview_names_exactly_what_the_next_version_changes_and_writes_
     let before = versions(&f, &names_).await;
 
     // The same plugin: nothing to report, not even noise of the API server.
-    let metrics = Metrics::new();
+    let metrics = Metrics::new("kro");
     let same = fleet_preview(&f, false, &metrics).await;
     assert!(!same.changes(), "{}", preview::text(&same));
     assert_eq!(same.counts.unchanged, INSTANCES, "{}", preview::text(&same));
 
     // The next version: exactly the fixture's changes.
-    let metrics = Metrics::new();
+    let metrics = Metrics::new("kro");
     let started = Instant::now();
     let next = fleet_preview(&f, true, &metrics).await;
     println!("previewed {INSTANCES} instances in {:?}\n{}", started.elapsed(), preview::text(&next));

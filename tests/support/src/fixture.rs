@@ -286,6 +286,7 @@ impl Fixture {
         let ns = unique("tenant");
         let pod_ns = setup.pod_namespace.unwrap_or_else(|| unique("provider"));
         let provider = setup.provider.unwrap_or_else(|| unique("kro"));
+        let metrics = Metrics::new(&provider);
         let platform = env.platform.client().await.expect("client");
         let onboarding = env.onboarding.client().await.expect("client");
         for (client, name) in [(&onboarding, &ns), (&platform, &pod_ns)] {
@@ -348,7 +349,7 @@ impl Fixture {
             platform,
             onboarding,
             control_plane,
-            metrics: Metrics::new(),
+            metrics,
             openmcp,
             flux,
             wait,
