@@ -24,7 +24,10 @@
 //! a list). No new watch starts while all of them hold more than
 //! `BUDGET_INPUTS` inputs. A watch that cannot list (its credentials may
 //! list but not watch, say) ends too, and its instance lists each round as
-//! before.
+//! before. A watch whose kind the cluster does not serve (a CRD not
+//! installed) stands for "none of it", and is started again every
+//! [`ABSENT_RECHECK`] in case the kind was installed since: one request a
+//! minute, not one a round.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -90,9 +93,10 @@ struct Health {
     /// contents can stand in for a LIST. Only a complete (re)list sets it;
     /// after an error an event may be lost for good.
     current: AtomicBool,
+    /// The kind is not served: the store is empty, and current.
+    absent: AtomicBool,
     /// The watch ended for good: it failed before its first list (the
-    /// credentials may list but not watch, the kind is not served) or
-    /// outgrew the limit. Reads list instead, and it is not started again
+    /// credentials may list but not watch) or outgrew the limit. Reads list instead, and it is not started again
     /// with the same credentials until it is evicted.
     ended: AtomicBool,
     /// The bytes of JSON its store holds (the host-wide budget).
@@ -128,6 +132,9 @@ impl Watch {
     /// started again.
     fn stuck(&self) -> bool {
         let health = &self.health;
+        if health.absent.load(Ordering::Acquire) {
+            return self.started.elapsed() > ABSENT_RECHECK;
+        }
         self.started.elapsed() > RESTART_AFTER
             && !health.current.load(Ordering::Acquire)
             && !health.ended.load(Ordering::Acquire)
@@ -136,6 +143,10 @@ impl Watch {
 
 /// How long a watch may stay behind before a round starts it again.
 const RESTART_AFTER: Duration = Duration::from_secs(10);
+
+/// How long a watch found its kind not served before a round starts it
+/// again, to see whether the kind was installed since.
+pub const ABSENT_RECHECK: Duration = Duration::from_secs(60);
 
 impl Drop for Watch {
     fn drop(&mut self) {

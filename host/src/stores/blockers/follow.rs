@@ -52,6 +52,14 @@ impl Sizes {
     }
 }
 
+/// Whether a watch failed to start because its kind is not served.
+fn kind_not_served(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) => crate::resource::kind_absent(e),
+        _ => false,
+    }
+}
+
 /// Drives one watch: keeps [`Health`] up to date, wakes the instance on
 /// every change once listed, and ends the watch when it cannot list or its
 /// objects outgrow `max_bytes`.
@@ -68,6 +76,15 @@ pub(super) async fn follow(
     while let Some(event) = events.next().await {
         let event = match event {
             Ok(event) => event,
+            // The kind is not served (kro without its Graph CRD, say): there
+            // is none of it, and rounds say so from the empty store without a
+            // request, until the watch is started again (`ABSENT_RECHECK`).
+            Err(e) if !listed && kind_not_served(&e) => {
+                debug!("a blocker's kind is not served: none of it");
+                health.absent.store(true, Ordering::Release);
+                health.current.store(true, Ordering::Release);
+                return;
+            }
             Err(e) if !listed => {
                 debug!(error = %e, "a blocker cannot be watched: blocked rounds list it instead");
                 break;
