@@ -7,23 +7,31 @@ import (
 )
 
 // Deletion (as guest-kro/src/cleanup.rs): block while kro
-// ResourceGraphDefinitions exist on the ControlPlane, otherwise remove the
-// HelmRelease (helm-controller uninstalls kro), then the OCIRepository,
-// then the Secret copies.
+// ResourceGraphDefinitions or Graphs exist on the ControlPlane, otherwise
+// remove the HelmRelease (helm-controller uninstalls kro), then the
+// OCIRepository, then the Secret copies.
 
 // blockedRequeueSeconds is how long to wait before checking blockers again.
 const blockedRequeueSeconds = 10
 
-// Cleanup blocks while the ControlPlane still has ResourceGraphDefinitions:
-// removing kro first would orphan everything they manage. When the host
-// could not look (no ControlPlane access any more), there is nothing left
-// to protect and deletion proceeds.
+// Cleanup blocks while the ControlPlane still has ResourceGraphDefinitions
+// or (kro v0.10) Graphs: removing kro first would orphan everything they
+// manage. When the host could not look (no ControlPlane access any more),
+// there is nothing left to protect and deletion proceeds.
 func (kro) Cleanup(in sp.Input) (sp.CleanupPlan, error) {
 	tenant := in.Context.TenantNamespace
-	if rgds, _ := in.ObservedObjects(observeRGDs); len(rgds) > 0 {
+	rgds, _ := in.ObservedObjects(observeRGDs)
+	graphs, _ := in.ObservedObjects(observeGraphs)
+	if len(rgds)+len(graphs) > 0 {
+		what := fmt.Sprintf("%d kro ResourceGraphDefinition(s)", len(rgds))
+		switch {
+		case len(rgds) == 0:
+			what = fmt.Sprintf("%d kro Graph(s)", len(graphs))
+		case len(graphs) > 0:
+			what = fmt.Sprintf("%d kro ResourceGraphDefinition(s) and %d Graph(s)", len(rgds), len(graphs))
+		}
 		return sp.Block(sp.Blocked{
-			Message: fmt.Sprintf("deletion blocked: waiting for %d kro ResourceGraphDefinition(s) to be removed "+
-				"from the control plane", len(rgds)),
+			Message:             "deletion blocked: waiting for " + what + " to be removed from the control plane",
 			RequeueAfterSeconds: blockedRequeueSeconds,
 			Resources:           terminatingResources(tenant),
 		}), nil

@@ -19,6 +19,7 @@ const (
 	observeOCIRepository = "oci-repository"
 	observeHelmRelease   = "helm-release"
 	observeRGDs          = "resource-graph-definitions"
+	observeGraphs        = "graphs"
 )
 
 // The CRDs, copies of ../../crds/ (go:embed cannot reach outside the
@@ -39,6 +40,8 @@ var (
 	namespaceKind = sp.APIKind{Version: "v1", Kind: "Namespace", Plural: "namespaces"}
 	rgdKind       = sp.APIKind{Group: "kro.run", Version: "v1alpha1", Kind: "ResourceGraphDefinition",
 		Plural: "resourcegraphdefinitions"}
+	// kro v0.10's Graph (namespaced, behind kro's GraphKind feature gate).
+	graphKind = sp.APIKind{Group: "kro.run", Version: "v1alpha1", Kind: "Graph", Plural: "graphs", Namespaced: true}
 )
 
 // controlPlaneRules is what the ControlPlane token may do: install the kro
@@ -60,7 +63,7 @@ func controlPlaneRules() []sp.PolicyRule {
 		sp.Rule([]string{"apiextensions.k8s.io"}, []string{"customresourcedefinitions"}, all),
 		sp.Rule([]string{"rbac.authorization.k8s.io"},
 			[]string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, rbac),
-		sp.Rule([]string{"kro.run"}, []string{"resourcegraphdefinitions"}, read),
+		sp.Rule([]string{"kro.run"}, []string{"resourcegraphdefinitions", "graphs"}, read),
 	}
 }
 
@@ -90,6 +93,8 @@ func (kro) Describe() sp.Descriptor {
 			{ID: observeHelmRelease, Cluster: sp.ClusterPlatform, API: helmReleaseKind, Scope: sp.Tenant(),
 				Name: ptr(helmRelease), Stage: sp.StageReconcile, Detail: sp.DetailFull},
 			{ID: observeRGDs, Cluster: sp.ClusterControlPlane, API: rgdKind, Scope: sp.ClusterScoped(),
+				Stage: sp.StageCleanup, Detail: sp.DetailMetadata},
+			{ID: observeGraphs, Cluster: sp.ClusterControlPlane, API: graphKind, Scope: sp.AnyNamespace(),
 				Stage: sp.StageCleanup, Detail: sp.DetailMetadata},
 		},
 	}

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use service_provider_sdk::contract::{Context, Input, Observed};
 pub use service_provider_sdk::testing::{Call, Case};
 
-use crate::describe::{OBSERVE_HELM_RELEASE, OBSERVE_OCI_REPOSITORY, OBSERVE_RGDS};
+use crate::describe::{OBSERVE_GRAPHS, OBSERVE_HELM_RELEASE, OBSERVE_OCI_REPOSITORY, OBSERVE_RGDS};
 
 pub const POD_NAMESPACE: &str = "openmcp-system";
 pub const PROVIDER_NAME: &str = "kro";
@@ -107,6 +107,10 @@ fn rgd(name: &str) -> Value {
     json!({"apiVersion": "kro.run/v1alpha1", "kind": "ResourceGraphDefinition", "metadata": {"name": name}})
 }
 
+fn graph(name: &str, namespace: &str) -> Value {
+    json!({"apiVersion": "kro.run/v1alpha1", "kind": "Graph", "metadata": {"name": name, "namespace": namespace}})
+}
+
 pub fn all() -> Vec<Case> {
     let pc = || Some(provider_config());
     let plan = |name, input| Case { name, call: Call::Plan, input };
@@ -185,8 +189,13 @@ pub fn all() -> Vec<Case> {
 
     let mut blocked = input(kro("mcp-01", "default", "v0.9.3"), pc());
     blocked.observed = vec![observed(OBSERVE_RGDS, &[rgd("noop"), rgd("webapp")])];
+    let mut by_graph = blocked.clone();
+    by_graph.observed = vec![observed(OBSERVE_RGDS, &[]), observed(OBSERVE_GRAPHS, &[graph("web", "team-a")])];
+    let mut by_both = blocked.clone();
+    by_both.observed =
+        vec![observed(OBSERVE_RGDS, &[rgd("noop")]), observed(OBSERVE_GRAPHS, &[graph("web", "team-a")])];
     let mut unblocked = blocked.clone();
-    unblocked.observed = vec![observed(OBSERVE_RGDS, &[])];
+    unblocked.observed = vec![observed(OBSERVE_RGDS, &[]), observed(OBSERVE_GRAPHS, &[])];
     let mut access_gone = input(kro("mcp-01", "default", "v0.9.3"), pc());
     access_gone.context.control_plane = None;
     let mut withdrawn = provider_config();
@@ -216,6 +225,8 @@ pub fn all() -> Vec<Case> {
         plan("name of 23 characters", input(kro(&"a".repeat(23), "default", "v0.9.3"), pc())),
         plan("name of 63 characters", input(kro(&"b".repeat(63), "tenant-ns", "v0.9.3"), pc())),
         cleanup("deletion blocked by two RGDs", blocked),
+        cleanup("deletion blocked by a Graph", by_graph),
+        cleanup("deletion blocked by an RGD and a Graph", by_both),
         cleanup("deletion with no RGDs left", unblocked),
         cleanup("deletion with ControlPlane access gone", access_gone),
         cleanup("deletion after the version was withdrawn", input(kro("mcp-01", "default", "v0.9.3"), Some(withdrawn))),

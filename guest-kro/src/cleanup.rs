@@ -1,28 +1,33 @@
-//! Deletion: block while kro ResourceGraphDefinitions exist on the
-//! ControlPlane, otherwise remove the HelmRelease (so helm-controller
+//! Deletion: block while kro ResourceGraphDefinitions or Graphs exist on
+//! the ControlPlane, otherwise remove the HelmRelease (so helm-controller
 //! uninstalls kro), then the OCIRepository, then the Secret copies.
 
 use service_provider_sdk::contract::{Blocked, CleanupPlan, Cluster, Input, ObjectRef, Teardown};
 
-use crate::describe::OBSERVE_RGDS;
+use crate::describe::{OBSERVE_GRAPHS, OBSERVE_RGDS};
 use crate::desired::{self, HELM_API_VERSION, HELM_RELEASE, OCI_REPOSITORY, SOURCE_API_VERSION};
 use crate::{config, read, status};
 
 /// How long to wait before checking blockers again.
 pub const BLOCKED_REQUEUE_SECONDS: u32 = 10;
 
-/// Blocks while the ControlPlane still has ResourceGraphDefinitions: removing
-/// kro first would orphan everything they manage. When the host could not
-/// look (no ControlPlane access any more), there is nothing left to protect
-/// and deletion proceeds.
+/// Blocks while the ControlPlane still has ResourceGraphDefinitions or
+/// (kro v0.10) Graphs: removing kro first would orphan everything they
+/// manage, and kro alone deletes what a Graph created. When the host could
+/// not look (no ControlPlane access any more), there is nothing left to
+/// protect and deletion proceeds.
 pub fn cleanup(input: &Input) -> CleanupPlan {
     let tenant = input.context.tenant_namespace.as_str();
-    if let Some(rgds) = input.observed(OBSERVE_RGDS).filter(|rgds| !rgds.is_empty()) {
+    let count = |id: &str| input.observed(id).map_or(0, |objects| objects.len());
+    let (rgds, graphs) = (count(OBSERVE_RGDS), count(OBSERVE_GRAPHS));
+    if rgds + graphs > 0 {
+        let what = match (rgds, graphs) {
+            (rgds, 0) => format!("{rgds} kro ResourceGraphDefinition(s)"),
+            (0, graphs) => format!("{graphs} kro Graph(s)"),
+            (rgds, graphs) => format!("{rgds} kro ResourceGraphDefinition(s) and {graphs} Graph(s)"),
+        };
         return CleanupPlan::Blocked(Blocked {
-            message: format!(
-                "deletion blocked: waiting for {} kro ResourceGraphDefinition(s) to be removed from the control plane",
-                rgds.len()
-            ),
+            message: format!("deletion blocked: waiting for {what} to be removed from the control plane"),
             requeue_after_seconds: BLOCKED_REQUEUE_SECONDS,
             resources: Some(status::terminating_resources(tenant)),
         });

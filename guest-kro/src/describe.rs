@@ -14,6 +14,7 @@ pub const FINALIZER: &str = "kro.services.open-control-plane.io/finalizer";
 pub const OBSERVE_OCI_REPOSITORY: &str = "oci-repository";
 pub const OBSERVE_HELM_RELEASE: &str = "helm-release";
 pub const OBSERVE_RGDS: &str = "resource-graph-definitions";
+pub const OBSERVE_GRAPHS: &str = "graphs";
 
 const KRO_CRD: &str = include_str!("../../crds/kro.services.open-control-plane.io_kroes.yaml");
 const PROVIDER_CONFIG_CRD: &str = include_str!("../../crds/kro.services.open-control-plane.io_providerconfigs.yaml");
@@ -46,11 +47,18 @@ pub fn rgd_kind() -> ApiKind {
     kind("kro.run", "v1alpha1", "ResourceGraphDefinition", "resourcegraphdefinitions", false)
 }
 
+/// kro v0.10's Graph: a set of resources kro creates and deletes itself
+/// (namespaced, behind kro's `GraphKind` feature gate). Where the installed
+/// kro does not serve it, observing it finds nothing.
+pub fn graph_kind() -> ApiKind {
+    kind("kro.run", "v1alpha1", "Graph", "graphs", true)
+}
+
 /// What the ControlPlane token may do. The same kubeconfig drives the Flux
 /// HelmRelease, so it must cover installing the kro chart (CRDs, RBAC,
 /// Deployment, Service, ServiceAccount, Helm's release Secrets) as well as the
 /// host's own work (the `kro-system` namespace, pull-secret copies and the
-/// ResourceGraphDefinition count). Installing kro's ClusterRole, which gives
+/// count of ResourceGraphDefinitions and Graphs). Installing kro's ClusterRole, which gives
 /// kro every verb on every resource, requires the RBAC verbs `escalate` and
 /// `bind`; they are named (never through `*`), as the host requires of any
 /// verb that is power over the cluster itself.
@@ -71,7 +79,7 @@ fn control_plane_rules() -> Vec<PolicyRule> {
             &["clusterroles", "clusterrolebindings", "roles", "rolebindings"],
             RBAC,
         ),
-        PolicyRule::new(&["kro.run"], &["resourcegraphdefinitions"], &["get", "list", "watch"]),
+        PolicyRule::new(&["kro.run"], &["resourcegraphdefinitions", "graphs"], &["get", "list", "watch"]),
     ]
 }
 
@@ -122,6 +130,15 @@ pub fn descriptor() -> Descriptor {
                 cluster: Cluster::ControlPlane,
                 api: rgd_kind(),
                 scope: NamespaceScope::ClusterScoped,
+                name: None,
+                stage: Stage::Cleanup,
+                detail: Detail::Metadata,
+            },
+            Observation {
+                id: OBSERVE_GRAPHS.into(),
+                cluster: Cluster::ControlPlane,
+                api: graph_kind(),
+                scope: NamespaceScope::Any,
                 name: None,
                 stage: Stage::Cleanup,
                 detail: Detail::Metadata,
@@ -178,10 +195,12 @@ mod tests {
     fn every_observation_kind_is_consistent() {
         let d = descriptor();
         let ids: Vec<&str> = d.observations.iter().map(|o| o.id.as_str()).collect();
-        assert_eq!(ids, [OBSERVE_OCI_REPOSITORY, OBSERVE_HELM_RELEASE, OBSERVE_RGDS]);
-        let rgd = &d.observations[2];
-        assert_eq!(rgd.cluster, Cluster::ControlPlane);
-        assert_eq!(rgd.stage, Stage::Cleanup);
-        assert_eq!(rgd.detail, Detail::Metadata);
+        assert_eq!(ids, [OBSERVE_OCI_REPOSITORY, OBSERVE_HELM_RELEASE, OBSERVE_RGDS, OBSERVE_GRAPHS]);
+        for blocker in &d.observations[2..] {
+            assert_eq!(blocker.cluster, Cluster::ControlPlane);
+            assert_eq!(blocker.stage, Stage::Cleanup);
+            assert_eq!(blocker.detail, Detail::Metadata);
+        }
+        assert_eq!(d.observations[3].scope, NamespaceScope::Any, "Graphs are namespaced");
     }
 }

@@ -241,6 +241,22 @@ fn deletion_is_blocked_while_rgds_exist() {
     }
 }
 
+#[test]
+fn deletion_is_blocked_while_graphs_exist() {
+    let message = |name| match cleanup(name) {
+        CleanupPlan::Blocked(b) => b.message,
+        other => panic!("{name}: expected blocked, got {other:?}"),
+    };
+    assert_eq!(
+        message("deletion blocked by a Graph"),
+        "deletion blocked: waiting for 1 kro Graph(s) to be removed from the control plane"
+    );
+    assert_eq!(
+        message("deletion blocked by an RGD and a Graph"),
+        "deletion blocked: waiting for 1 kro ResourceGraphDefinition(s) and 1 Graph(s) to be removed from the control plane"
+    );
+}
+
 fn teardown(name: &str) -> service_provider_sdk::contract::Teardown {
     match cleanup(name) {
         CleanupPlan::Teardown(t) => t,

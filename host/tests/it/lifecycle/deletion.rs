@@ -74,6 +74,64 @@ async fn deletion_is_blocked_by_rgds_then_completes() {
     f.stop_operator().await;
 }
 
+/// kro v0.10's Graph, as a ControlPlane whose kro serves it has it: a
+/// namespaced kind of `kro.run/v1alpha1` (the module proxy serves no kro
+/// v0.10 to read its CRD from, so the test states the parts the host reads).
+fn graph_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "graphs.kro.run"},
+        "spec": {
+            "group": "kro.run",
+            "scope": "Namespaced",
+            "names": {"kind": "Graph", "plural": "graphs", "singular": "graph", "listKind": "GraphList"},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    })
+}
+
+/// Where the installed kro serves Graphs, a Graph blocks the deletion as an
+/// RGD does (removing kro would orphan what it created); once it is gone
+/// the deletion finishes. Where kro serves none (every other test), there
+/// is nothing to count.
+#[tokio::test]
+async fn deletion_is_blocked_by_graphs_where_kro_serves_them() {
+    let mut f = Fixture::new(one("mcp-01", true)).await;
+    seed_chart_config(&f).await;
+    let crd: testbed::crds::Crd =
+        testbed::crds::parse_crds(&graph_crd().to_string(), "graphs.kro.run", None).unwrap().remove(0);
+    testbed::crds::install(&f.control_plane, &[crd], WAIT).await.expect("the Graph CRD");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(f.control_plane.clone());
+    namespaces
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap())
+        .await
+        .expect("a tenant's namespace");
+    f.start_operator().await;
+    f.create_kro("mcp-01", "v0.9.3").await;
+    f.wait_ready("mcp-01").await;
+
+    let resource = service_provider_host::resource::api_resource("kro.run/v1alpha1", "Graph", "graphs");
+    let graphs: Api<DynamicObject> = Api::namespaced_with(f.control_plane.clone(), "team-a", &resource);
+    let graph = json!({"apiVersion": "kro.run/v1alpha1", "kind": "Graph", "metadata": {"name": "web"}, "spec": {}});
+    graphs.create(&PostParams::default(), &serde_json::from_value(graph).unwrap()).await.expect("a Graph");
+    f.delete_kro("mcp-01").await;
+    let blocked = |k: &Value| {
+        ready(k)["message"].as_str().is_some_and(|m| m.contains("waiting for 1 kro Graph(s) to be removed"))
+    };
+    let kro = f.wait_kro("mcp-01", "deletion blocked by a Graph", blocked).await;
+    assert_eq!(kro["status"]["phase"], "Terminating");
+    assert!(
+        get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_some(),
+        "kro stays while a Graph exists"
+    );
+    graphs.delete("web", &DeleteParams::default()).await.expect("Graph deleted");
+    f.wait_gone("mcp-01").await;
+    assert!(get(&f.flux_objects("HelmRelease", "mcp-01"), "kro-helm-release").await.is_none());
+    f.stop_operator().await;
+}
+
 /// While its deletion is blocked, an instance watches what blocks it on the
 /// ControlPlane (with its own credentials) instead of listing it every
 /// round: blocked rounds make no request there, a change reaches the
@@ -89,7 +147,9 @@ async fn a_blocked_deletion_watches_its_blockers_instead_of_listing_them() {
         let text = format!("waiting for {n} kro ResourceGraphDefinition(s)");
         move |k: &Value| ready(k)["message"].as_str().is_some_and(|m| m.contains(&text))
     };
-    assert_eq!(ctx.blockers().len(), 1, "the blocker is watched");
+    // Both of kro's blockers: its RGDs, and its Graphs (a kind this
+    // ControlPlane does not serve: none of it, without a request per round).
+    assert_eq!(ctx.blockers().len(), 2, "the blockers are watched");
     // The plugin asks to be looked at again every 10 s.
     let rounds = || f.metrics.reconciles(reconcile::Ended::Deleting);
     let next_round = |after: u64| async move {
@@ -137,7 +197,9 @@ async fn a_blocker_watch_ends_at_the_input_limit_and_keeps_nothing() {
     f.start_operator_on(ctx.clone());
     let rgds = ready_then_blocked_by_one_rgd(&f).await;
     let message = |k: &Value| ready(k)["message"].as_str().unwrap_or_default().to_string();
-    assert_eq!(ctx.blockers().len(), 1, "the blocker is watched");
+    // Both of kro's blockers: its RGDs, and its Graphs (a kind this
+    // ControlPlane does not serve: none of it, without a request per round).
+    assert_eq!(ctx.blockers().len(), 2, "the blockers are watched");
 
     // Four RGDs of about 20 KiB of metadata each (labels: annotations never
     // reach the plugin): more than one input's worth.
