@@ -511,13 +511,15 @@ impl PluginArgs {
             UngrantedRequests::Refuse => load::Ungranted::Refuse,
             UngrantedRequests::Drop => load::Ungranted::Drop,
         };
-        self.load_with(ungranted, None, None).await
+        self.load_with(load::Role::Plugin, ungranted, None, None).await
     }
 
-    /// Loads `plugin` (else --plugin) with `grant` (else --plugin-grant),
-    /// doing with requests the grant does not give what `ungranted` says.
+    /// Loads `plugin` (else --plugin) with `grant` (else --plugin-grant) as
+    /// the host's `role`, doing with requests the grant does not give what
+    /// `ungranted` says.
     async fn load_with(
         &self,
+        role: load::Role,
         ungranted: load::Ungranted,
         plugin: Option<&str>,
         grant: Option<&std::path::Path>,
@@ -535,6 +537,7 @@ impl PluginArgs {
             limits,
             registry: &registry,
             ungranted,
+            role,
         };
         Ok(load::planner(request).await?)
     }
@@ -643,7 +646,12 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             let shadow = match &args.shadow_plugin {
                 Some(shadow) => {
                     let grant = args.shadow_plugin_grant.as_deref();
-                    Some(args.provider.plugin.load_with(load::Ungranted::Drop, Some(shadow), grant).await?)
+                    Some(
+                        args.provider
+                            .plugin
+                            .load_with(load::Role::Shadow, load::Ungranted::Drop, Some(shadow), grant)
+                            .await?,
+                    )
                 }
                 None => None,
             };
@@ -651,7 +659,8 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 Some(canary) => {
                     let grant = args.plugin_canary_grant.as_deref();
                     let ungranted = load::Ungranted::Refuse;
-                    let planner = args.provider.plugin.load_with(ungranted, Some(canary), grant).await?;
+                    let planner =
+                        args.provider.plugin.load_with(load::Role::Canary, ungranted, Some(canary), grant).await?;
                     let cohort = match (&args.canary_selector, args.canary_percent) {
                         (Some(selector), _) => Cohort::selector(selector)
                             .map_err(|why| anyhow::anyhow!("--canary-selector {selector:?}: {why}"))?,
@@ -720,11 +729,16 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
 async fn diff(args: DiffArgs) -> anyhow::Result<std::process::ExitCode> {
     let _traces = args.provider.init_logging()?;
     let settings = args.provider.settings()?;
-    let candidate = args.provider.plugin.load_with(load::Ungranted::Drop, None, None).await?;
+    let candidate = args.provider.plugin.load_with(load::Role::Plugin, load::Ungranted::Drop, None, None).await?;
     let current = args
         .provider
         .plugin
-        .load_with(load::Ungranted::Drop, args.current_plugin.as_deref(), args.current_plugin_grant.as_deref())
+        .load_with(
+            load::Role::Current,
+            load::Ungranted::Drop,
+            args.current_plugin.as_deref(),
+            args.current_plugin_grant.as_deref(),
+        )
         .await?;
     let candidate_provider_config = match &args.provider_config {
         Some(path) => {

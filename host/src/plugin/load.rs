@@ -26,6 +26,42 @@ pub struct Load<'a> {
     pub registry: &'a oci::Options,
     /// What becomes of requests the grant does not give.
     pub ungranted: Ungranted,
+    /// Which component of the host this is: what a refusal advises.
+    pub role: Role,
+}
+
+/// Which of a host's components is loaded, for the flag a refusal names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `--plugin` (of `run`, `init`, `render`; the candidate of `diff`).
+    Plugin,
+    /// `--shadow-plugin`.
+    Shadow,
+    /// `--plugin-canary`.
+    Canary,
+    /// `diff --current-plugin`.
+    Current,
+}
+
+impl Role {
+    /// The flag that gives this component its grant.
+    pub fn grant_flag(self) -> &'static str {
+        match self {
+            Role::Plugin => "--plugin-grant",
+            Role::Shadow => "--shadow-plugin-grant",
+            Role::Canary => "--plugin-canary-grant",
+            Role::Current => "--current-plugin-grant",
+        }
+    }
+
+    /// What to do about requests its grant does not give.
+    fn advice(self) -> String {
+        let widen = format!("widen the grant for it ({})", self.grant_flag());
+        match self {
+            Role::Plugin => format!("{widen}, or load it without those requests (--ungranted-requests=drop)"),
+            _ => widen,
+        }
+    }
 }
 
 /// What loading does with a component that asks for more than its grant
@@ -63,13 +99,19 @@ pub enum LoadError {
     Engine(PluginError),
     #[error(transparent)]
     Grant(#[from] GrantError),
-    /// The component asks for what its grant does not give.
+    /// The component is not the plugin its grant's identity names (another
+    /// name, or another digest): `flag` gives it a grant of its own.
     #[error(
-        "plugin {plugin} {origin} asks for more than its grant gives: {}; widen the grant for it (--plugin-grant), \
-         or load it without those requests (--ungranted-requests=drop)",
-        refused.join("; ")
+        "{source}; give it a grant that names it ({flag}; for a new build of kro or flux: `plugin grant --built-in`)"
     )]
-    Ungranted { plugin: String, origin: String, refused: Vec<String> },
+    NotGranted {
+        #[source]
+        source: GrantError,
+        flag: &'static str,
+    },
+    /// The component asks for what its grant does not give.
+    #[error("plugin {plugin} {origin} asks for more than its grant gives: {}; {advice}", refused.join("; "))]
+    Ungranted { plugin: String, origin: String, refused: Vec<String>, advice: String },
     /// `precompile` found nothing to compile.
     #[error("no plugin components (.wasm) found in the given paths")]
     Nothing,
@@ -100,10 +142,15 @@ pub async fn planner(load: Load<'_>) -> Result<Planner, LoadError> {
             "a development build: its built-in grant pins no component digests, so it trusts a plugin by its name; the released image gives the built-in identities only to the components it ships"
         );
     }
-    let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant)?;
+    let granted = Effective::for_component(plugin.descriptor(), plugin.digest(), grant).map_err(|e| match e {
+        GrantError::Identity { .. } | GrantError::NoIdentity { .. } | GrantError::OtherPlugin { .. } => {
+            LoadError::NotGranted { source: e, flag: load.role.grant_flag() }
+        }
+        other => LoadError::Grant(other),
+    })?;
     if load.ungranted == Ungranted::Refuse && !granted.refused.is_empty() {
         let (plugin, origin) = (plugin.name().to_string(), component.origin.to_string());
-        return Err(LoadError::Ungranted { plugin, origin, refused: granted.refused });
+        return Err(LoadError::Ungranted { plugin, origin, refused: granted.refused, advice: load.role.advice() });
     }
     for refused in &granted.refused {
         tracing::warn!(plugin = %plugin.name(), "not granted: {refused}");

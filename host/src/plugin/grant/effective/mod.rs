@@ -64,7 +64,7 @@ impl Effective {
         match digest {
             Some(actual) if !pinned.is_empty() && !pinned.contains(&actual) => found.push(format!(
                 "its digest is {actual}, the grant pins {}: only those components are this plugin; run any other \
-                 with a grant of its own that pins its digest (--plugin-grant)",
+                 with a grant that pins its digest",
                 pinned.join(", ")
             )),
             None if !pinned.is_empty() => {
