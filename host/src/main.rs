@@ -146,6 +146,12 @@ struct InspectArgs {
 struct GrantArgs {
     #[command(flatten)]
     component: ComponentArgs,
+    /// Print the host's built-in grant instead, its identities pinned to
+    /// the components this build ships and the component's identity also to
+    /// its digest: how a platform admits a new build of a shipped plugin
+    /// (kro, flux), which the built-in grant refuses by digest.
+    #[arg(long)]
+    built_in: bool,
 }
 
 #[derive(Args)]
@@ -717,7 +723,12 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Plugin(PluginCommand::Grant(args)) => {
             let (plugin, _) = args.component.load().await?;
-            print(&author::inspect::grant_for(plugin.descriptor(), plugin.digest())?)?;
+            let grant = match args.built_in {
+                true => service_provider_host::plugin::grant::Grant::built_in_admitting(plugin.name(), plugin.digest())
+                    .map_err(anyhow::Error::msg)?,
+                false => author::inspect::grant_for(plugin.descriptor(), plugin.digest())?,
+            };
+            print(&grant)?;
         }
         Command::Plugin(PluginCommand::Test(args)) => return conformance(&args).await,
     }

@@ -278,6 +278,67 @@ impl Grant {
         }
     }
 
+    /// The built-in grant as a file: each identity pinned to the components
+    /// this build ships, and `plugin`'s also to `digest` (a new build of a
+    /// shipped plugin, which the built-in grant refuses by identity). What
+    /// a platform runs that build with (`diff`, a shadow, a canary, then the
+    /// promotion): `plugin grant --built-in <component>`.
+    pub fn built_in_admitting(plugin: &str, digest: &str) -> Result<String, String> {
+        Grant::built_in_admitting_with(SHIPPED, plugin, digest)
+    }
+
+    /// [`Grant::built_in_admitting`] for a build that ships `shipped`
+    /// (`None`: a development build, whose built-in grant gives identities
+    /// by name, and so admits any build of a plugin already: it pins
+    /// nothing).
+    fn built_in_admitting_with(shipped: Option<&str>, plugin: &str, digest: &str) -> Result<String, String> {
+        let mut pins: Vec<(String, String)> = shipped
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|pin| pin.split_once('='))
+            .map(|(p, d)| (p.to_string(), d.to_string()))
+            .collect();
+        if shipped.is_some() && !pins.iter().any(|(p, d)| p == plugin && d == digest) {
+            pins.push((plugin.to_string(), digest.to_string()));
+        }
+        let mut text = match shipped {
+            Some(_) => format!(
+                "# The built-in grant of service-provider-host {}, each identity given to the\n\
+                 # components this build ships, and {plugin}'s also to {digest}\n\
+                 # (`service-provider-host plugin grant --built-in`). Review what the new\n\
+                 # component asks for first: `service-provider-host diff` shows the delta.\n",
+                env!("CARGO_PKG_VERSION"),
+            ),
+            None => format!(
+                "# The built-in grant of a development build of service-provider-host {}: it\n\
+                 # gives identities by name, so it admits {digest} as {plugin} already\n\
+                 # (`service-provider-host plugin grant --built-in`; a release build pins digests).\n",
+                env!("CARGO_PKG_VERSION"),
+            ),
+        };
+        let mut found = false;
+        for line in DEFAULT.lines() {
+            text.push_str(line);
+            text.push('\n');
+            let Some(name) = line.strip_prefix("  - plugin: ") else { continue };
+            let digests: Vec<&str> = pins.iter().filter(|(p, _)| p == name.trim()).map(|(_, d)| d.as_str()).collect();
+            found |= name.trim() == plugin;
+            if !digests.is_empty() {
+                text.push_str(&format!("    digests: [{}]\n", digests.join(", ")));
+            }
+        }
+        if !found {
+            return Err(format!(
+                "the built-in grant has no identity {plugin:?}: give the component a grant of its own"
+            ));
+        }
+        let grant = Grant::parse(&text)?;
+        if shipped.is_some() && grant.identities.iter().any(|i| i.pinned_digests().is_empty()) {
+            return Err("an identity of the built-in grant would be given by name".into());
+        }
+        Ok(text)
+    }
+
     /// This grant with each identity given to exactly the components
     /// `shipped` names for its plugin (`<plugin>=sha256:<hex> …`); an
     /// identity no shipped component has is dropped.
@@ -369,6 +430,27 @@ pub(crate) fn listed(list: &[String], item: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_built_in_grant_admits_a_new_build_of_a_shipped_plugin_by_its_digest() {
+        let digest = |b: &str| format!("sha256:{}", b.repeat(32));
+        let (old_kro, flux, new) = (digest("01"), digest("02"), digest("ab"));
+        let shipped = format!("kro={old_kro} flux={flux}");
+        let text = Grant::built_in_admitting_with(Some(&shipped), "kro", &new).unwrap();
+        let grant = Grant::parse(&text).unwrap();
+        let pins = |plugin: &str| {
+            let identity = grant.identities.iter().find(|i| i.plugin == plugin).unwrap();
+            identity.pinned_digests().into_iter().map(str::to_string).collect::<Vec<_>>()
+        };
+        assert_eq!(pins("kro"), [old_kro.clone(), new.clone()], "{text}");
+        assert_eq!(pins("flux"), [flux], "only kro's identity is widened");
+        assert_eq!(grant.write, Grant::default_grant().write, "the rules are the built-in ones");
+        let other = Grant::built_in_admitting_with(Some(&shipped), "greeter", &new).unwrap_err();
+        assert!(other.contains("no identity \"greeter\""), "{other}");
+        // A development build gives identities by name: nothing to pin.
+        let development = Grant::parse(&Grant::built_in_admitting_with(None, "kro", &new).unwrap()).unwrap();
+        assert!(development.identities.iter().all(|i| i.pinned_digests().is_empty()));
+    }
 
     #[test]
     fn the_default_grant_parses_and_is_narrow() {
