@@ -109,6 +109,15 @@ struct NewArgs {
     /// Where to write it (must not exist, or be empty); default: ./<name>.
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// The API group of its kinds, one of your domain (default:
+    /// <name>.services.example.com).
+    #[arg(long)]
+    group: Option<String>,
+    /// Take the SDK from this directory instead of its registry: a clone of
+    /// service-provider-host, or the language's SDK directory itself
+    /// (before a release is published, or to try an unreleased SDK).
+    #[arg(long, value_name = "DIR")]
+    sdk: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -806,20 +815,29 @@ async fn diff(args: DiffArgs) -> anyhow::Result<std::process::ExitCode> {
 /// `plugin new`: writes the template and says what to run next.
 fn new_plugin(args: &NewArgs) -> anyhow::Result<()> {
     let names = author::template::Names::of(&args.name)?;
+    let names = match &args.group {
+        Some(group) => names.in_group(group)?,
+        None => names,
+    };
     let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
     let language = match args.lang {
         Language::Rust => author::template::Language::Rust,
         Language::Go => author::template::Language::Go,
         Language::Ts => author::template::Language::Ts,
     };
-    let written = author::template::write(language, &names, &dir)?;
+    let sdk = match &args.sdk {
+        Some(path) => author::template::Sdk::Local(path.clone()),
+        None => author::template::Sdk::Published,
+    };
+    let written = author::template::write_with(language, &names, &dir, &sdk)?;
     eprintln!(
-        "wrote plugin {} ({} files) into {}: service kind {} in group {} (change the group to one of your domain); its README says how to test, build and render it",
+        "wrote plugin {} ({} files) into {}: service kind {} in group {}{}; its README says how to test, build and render it",
         names.name,
         written.len(),
         dir.display(),
         names.kind,
-        names.group
+        names.group,
+        if args.group.is_none() { " (--group gives one of your domain)" } else { "" },
     );
     Ok(())
 }
