@@ -24,9 +24,6 @@ use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-/// Where the container image puts the plugin.
-const DEFAULT_PLUGIN: &str = "/plugins/provider.wasm";
-
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
@@ -147,6 +144,7 @@ impl ComponentArgs {
 struct InspectArgs {
     #[command(flatten)]
     component: ComponentArgs,
+    /// Output format.
     #[arg(short, long, value_enum, default_value = "yaml")]
     output: Output,
 }
@@ -485,9 +483,10 @@ impl ProviderArgs {
 /// How the plugin is loaded and limited.
 #[derive(Args)]
 struct PluginArgs {
-    /// The plugin: a component file (.wasm), or
+    /// The plugin: a component file (.wasm; the image has
+    /// /plugins/kro.wasm and /plugins/flux.wasm), or
     /// oci://<registry>/<repository>@sha256:<digest> to pull it.
-    #[arg(long, env = "PLUGIN", default_value = DEFAULT_PLUGIN)]
+    #[arg(long, env = "PLUGIN")]
     plugin: String,
     /// Directory for pulled and precompiled plugins; compiling is skipped
     /// when a matching artifact exists. Must not be writable by anyone else.

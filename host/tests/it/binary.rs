@@ -214,43 +214,58 @@ fn failures_are_one_line_for_people() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `service-provider-host <command> --help`, with no inherited environment
+/// (clap prints an env variable's value).
+fn help(command: &[String]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(command)
+        .arg("--help")
+        .env_clear()
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{command:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// The subcommands a help text lists under `Commands:` (without `help`).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| l.trim_end() != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
 /// `docs/reference/cli.md` is the binary's own `--help` for every command,
-/// so the reference cannot disagree with clap. `UPDATE_CLI_REFERENCE=1`
+/// found by walking the commands each help lists, so the reference cannot
+/// disagree with clap nor leave a command out. `UPDATE_CLI_REFERENCE=1`
 /// (`task generate`) rewrites it.
 #[test]
 fn the_cli_reference_is_the_help_of_every_command() {
-    let commands: [&[&str]; 11] = [
-        &[],
-        &["init"],
-        &["run"],
-        &["render"],
-        &["precompile"],
-        &["plugin", "push"],
-        &["plugin", "new"],
-        &["plugin", "componentize"],
-        &["plugin", "inspect"],
-        &["plugin", "grant"],
-        &["plugin", "test"],
-    ];
     let mut reference = String::from(
         "# Command-line reference\n\nGenerated from `service-provider-host <command> --help` by `task generate`\n\
          (`host/tests/it/binary.rs` fails when it is stale). Environment the host reads besides its flags:\n\
-         `POD_NAMESPACE` (required), `POD_NAME`, `KUBECONFIG`, `DOCKER_CONFIG`, `RUST_LOG`, `NO_COLOR`,\n\
-         `HTTPS_PROXY`/`NO_PROXY` (see [operations](../operations.md)).\n",
+         `POD_NAMESPACE` (required for `init`, `run` and `diff`), `POD_NAME`, `KUBECONFIG`, `DOCKER_CONFIG`,\n\
+         `RUST_LOG`, `NO_COLOR`, `HTTPS_PROXY`/`NO_PROXY`, and `OTEL_EXPORTER_OTLP_ENDPOINT` with the other\n\
+         `OTEL_*` variables (see [operations](../operations.md#environment)).\n",
     );
-    for command in commands {
-        // No inherited environment: clap prints an env variable's value.
-        let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
-            .args(command)
-            .arg("--help")
-            .env_clear()
-            .output()
-            .expect("runs");
-        assert!(out.status.success(), "{command:?}: {}", String::from_utf8_lossy(&out.stderr));
-        let help = String::from_utf8(out.stdout).expect("UTF-8");
-        let title = ["service-provider-host"].iter().chain(command).copied().collect::<Vec<_>>().join(" ");
-        reference.push_str(&format!("\n## `{title}`\n\n```text\n{}\n```\n", help.trim_end()));
+    let mut pending: Vec<Vec<String>> = vec![Vec::new()];
+    let mut documented = Vec::new();
+    while let Some(command) = pending.pop() {
+        let text = help(&command);
+        let title = ["service-provider-host".to_string()].iter().chain(&command).cloned().collect::<Vec<_>>().join(" ");
+        reference.push_str(&format!("\n## `{title}`\n\n```text\n{}\n```\n", text.trim_end()));
+        documented.push(title);
+        // Depth first, in the order the help lists them.
+        for sub in subcommands(&text).into_iter().rev() {
+            pending.push(command.iter().cloned().chain([sub]).collect());
+        }
     }
+    assert!(documented.contains(&"service-provider-host diff".to_string()), "{documented:?}");
+    assert!(documented.contains(&"service-provider-host plugin test".to_string()), "{documented:?}");
     let path = plugins::root().join("docs/reference/cli.md");
     if std::env::var_os("UPDATE_CLI_REFERENCE").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
