@@ -29,6 +29,7 @@ fn main() {
     for (env, default) in [
         (ENV_SOURCE_CONTROLLER, format!("source-controller-{FLUX_SOURCE_VERSION}/source-controller")),
         (ENV_HELM_CONTROLLER, format!("helm-controller-{FLUX_HELM_VERSION}/helm-controller")),
+        (ENV_KUSTOMIZE_CONTROLLER, format!("kustomize-controller-{FLUX_KUSTOMIZE_VERSION}/kustomize-controller")),
         (ENV_REGISTRY, format!("registry-{REGISTRY_VERSION}/registry")),
         (ENV_COSIGN, format!("cosign-{COSIGN_VERSION}/cosign")),
     ] {

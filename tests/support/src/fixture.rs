@@ -198,6 +198,9 @@ pub struct Setup {
     pub onboarding_kubeconfig: Option<String>,
     /// openmcp-operator itself instead of the simulator.
     pub openmcp: Option<&'static testbed::openmcp::OpenMcp>,
+    /// The real Flux chain to use (default: the shared one of `env`), e.g.
+    /// one with kustomize-controller.
+    pub real_flux: Option<&'static testbed::RealFlux>,
 }
 
 impl Fixture {
@@ -246,6 +249,14 @@ impl Fixture {
         Self::start(options, Service::KRO, true, Setup::default()).await
     }
 
+    /// A fixture with the real Flux chain `setup` names, on the
+    /// openmcp-operator it names (both `'static`: a test that starts its own
+    /// landscape leaks them for the test binary's life).
+    pub async fn with_real_flux_setup(instances: &[&str], setup: Setup) -> Fixture {
+        let options = Options { instances: instances.iter().map(|i| i.to_string()).collect(), ..Options::default() };
+        Self::start(options, Service::KRO, true, setup).await
+    }
+
     /// A fixture with the real Flux chain on openmcp-operator's platform
     /// cluster, with RBAC-scoped tokens: helm-controller installs with the
     /// plugin's token rules. Only in a test binary where no Flux simulator
@@ -261,6 +272,7 @@ impl Fixture {
         // The chain first: it fails fast, before any cluster starts, when the
         // Flux binaries are missing.
         let chain = match (real_flux, setup.openmcp) {
+            (true, _) if setup.real_flux.is_some() => setup.real_flux,
             (true, Some(openmcp)) => Some(openmcp.real_flux().await.expect("the real Flux chain on openmcp")),
             (true, None) => Some(testbed::real_flux::shared().await.expect("the real Flux chain")),
             (false, _) => None,

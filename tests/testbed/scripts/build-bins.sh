@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Build the test bed's server binaries (kube-apiserver, etcd) from the Go module
-# proxy and cache them outside git, keyed by version.
+# Build the test bed's server binaries (kube-apiserver, etcd) and kubectl (the
+# documentation's commands run with it) from the Go module proxy and cache them
+# outside git, keyed by version.
 #
 # Usage:
-#   eval "$(tests/testbed/scripts/build-bins.sh)"     # exports TESTBED_KUBE_APISERVER / TESTBED_ETCD
+#   eval "$(tests/testbed/scripts/build-bins.sh)"     # exports TESTBED_KUBE_APISERVER / TESTBED_ETCD / TESTBED_KUBECTL
 #   tests/testbed/scripts/build-bins.sh --regen       # regenerate the wrapper go.mod/go.sum, then build
 #
 # Stdout carries only `export ...` lines; progress goes to stderr.
@@ -81,6 +82,7 @@ gen_kube_wrapper() {
     gd="$(sed -n 's/^godebug[[:space:]]\{1,\}\(default=go[0-9.]*\)[[:space:]]*$/\1/p' "$up")"
     [ -z "$gd" ] || go mod edit -godebug="$gd"
     go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@${K8S_VERSION}" >&2
+    go get -tool "k8s.io/kubernetes/cmd/kubectl@${K8S_VERSION}" >&2
   )
 }
 
@@ -96,24 +98,31 @@ gen_etcd_wrapper() {
   )
 }
 
+# Version ldflags, as upstream's hack/lib/version.sh sets them, so that
+# /version reports the real version instead of v0.0.0-master.
+version_ldflags() {
+  local minor kv ld="-s -w"
+  minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  for kv in "gitVersion=${K8S_VERSION}" "gitMajor=1" "gitMinor=${minor}" "gitTreeState=clean" \
+            "gitCommit=0000000000000000000000000000000000000000" "buildDate=1970-01-01T00:00:00Z"; do
+    ld="$ld -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
+  done
+  echo "$ld"
+}
+
 build_kube() {
   local bin="${KUBE_OUT}/kube-apiserver" minor ld kv
   if [ -x "$bin" ] && [ "$REGEN" = 0 ]; then log "cache hit: $bin"; return 0; fi
   if [ "$REGEN" = 1 ] || [ "$(wrapper_version "$KUBE_WRAPPER" k8s.io/kubernetes)" != "$K8S_VERSION" ]; then
     gen_kube_wrapper
   fi
-  # Version ldflags, as upstream's hack/lib/version.sh sets them, so that
-  # /version reports the real version instead of v0.0.0-master.
-  minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  ld="-s -w"
-  for kv in "gitVersion=${K8S_VERSION}" "gitMajor=1" "gitMinor=${minor}" "gitTreeState=clean" \
-            "gitCommit=0000000000000000000000000000000000000000" "buildDate=1970-01-01T00:00:00Z"; do
-    ld="$ld -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
-  done
+  ld="$(version_ldflags)"
   mkdir -p "$KUBE_OUT"
   log "building kube-apiserver ${K8S_VERSION} (cold: many minutes on 2 cores)"
+  local started=$SECONDS
   (cd "$KUBE_WRAPPER" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "${bin}.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
   mv -f "${bin}.tmp" "$bin"   # atomic: an interrupted build never leaves a half binary
+  log "built kube-apiserver ${K8S_VERSION} in $((SECONDS - started))s"
 }
 
 build_etcd() {
@@ -124,14 +133,30 @@ build_etcd() {
   fi
   mkdir -p "$ETCD_OUT"
   log "building etcd ${ETCD_VERSION}"
+  local started=$SECONDS
   (cd "$ETCD_WRAPPER" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${bin}.tmp" go.etcd.io/etcd/server/v3)
   mv -f "${bin}.tmp" "$bin"
+  log "built etcd ${ETCD_VERSION} in $((SECONDS - started))s"
+}
+
+# kubectl from the same wrapper module: the same version, and the build cache
+# kube-apiserver filled.
+build_kubectl() {
+  local bin="${KUBE_OUT}/kubectl"
+  if [ -x "$bin" ] && [ "$REGEN" = 0 ]; then log "cache hit: $bin"; return 0; fi
+  log "building kubectl ${K8S_VERSION}"
+  local started=$SECONDS
+  (cd "$KUBE_WRAPPER" && CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "${bin}.tmp" k8s.io/kubernetes/cmd/kubectl)
+  mv -f "${bin}.tmp" "$bin"
+  log "built kubectl ${K8S_VERSION} in $((SECONDS - started))s"
 }
 
 build_etcd
 build_kube
+build_kubectl
 
 "${ETCD_OUT}/etcd" --version >&2
 "${KUBE_OUT}/kube-apiserver" --version >&2
 echo "export TESTBED_KUBE_APISERVER=${KUBE_OUT}/kube-apiserver"
 echo "export TESTBED_ETCD=${ETCD_OUT}/etcd"
+echo "export TESTBED_KUBECTL=${KUBE_OUT}/kubectl"

@@ -63,7 +63,9 @@ build() { # name module version package binary-name
   fi
   mkdir -p "$out"
   log "building ${name} ${version} (cold: minutes on 2 cores)"
+  local started=$SECONDS
   (cd "${HERE}/go/${name}" && CGO_ENABLED=0 go build -trimpath -ldflags "${LDFLAGS:--s -w}" -o "${bin}.tmp" "$package")
   mv -f "${bin}.tmp" "$bin" # atomic: an interrupted build never leaves a half binary
+  log "built ${name} ${version} in $((SECONDS - started))s"
 }
 

@@ -20,6 +20,8 @@ pub const ETCD_VERSION: &str = "v3.6.16";
 pub const ENV_KUBE_APISERVER: &str = "TESTBED_KUBE_APISERVER";
 /// Env var overriding the etcd binary path.
 pub const ENV_ETCD: &str = "TESTBED_ETCD";
+/// Env var overriding the kubectl binary path.
+pub const ENV_KUBECTL: &str = "TESTBED_KUBECTL";
 /// Env var overriding the cache root the build script writes to.
 pub const ENV_CACHE: &str = "TESTBED_CACHE";
 
@@ -70,18 +72,25 @@ impl Binaries {
     }
 }
 
+/// kubectl of [`K8S_VERSION`] (built beside kube-apiserver): the
+/// documentation's commands run with it.
+pub fn kubectl() -> Result<PathBuf> {
+    locate(ENV_KUBECTL, cache_root().join(format!("k8s-{K8S_VERSION}/kubectl")), "kubectl", BUILD_BINS)
+}
+
 /// Paths of the real Flux chain's binaries.
 #[derive(Debug, Clone)]
 pub struct FluxBinaries {
     pub source_controller: PathBuf,
     pub helm_controller: PathBuf,
+    pub kustomize_controller: PathBuf,
     pub registry: PathBuf,
     /// Signs plugin artifacts in the registry tests.
     pub cosign: PathBuf,
 }
 
 impl FluxBinaries {
-    /// Finds all four via the env vars, else the build script's cache.
+    /// Finds all five via the env vars, else the build script's cache.
     pub fn locate() -> Result<Self> {
         let root = cache_root();
         Ok(Self {
@@ -95,6 +104,12 @@ impl FluxBinaries {
                 ENV_HELM_CONTROLLER,
                 root.join(format!("helm-controller-{FLUX_HELM_VERSION}/helm-controller")),
                 "helm-controller",
+                BUILD_FLUX_BINS,
+            )?,
+            kustomize_controller: locate(
+                ENV_KUSTOMIZE_CONTROLLER,
+                root.join(format!("kustomize-controller-{FLUX_KUSTOMIZE_VERSION}/kustomize-controller")),
+                "kustomize-controller",
                 BUILD_FLUX_BINS,
             )?,
             registry: locate(

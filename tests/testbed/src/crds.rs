@@ -69,6 +69,7 @@ pub struct ModuleCrd {
 const OPENMCP_API: &str = "github.com/openmcp-project/openmcp-operator/api";
 const FLUX_SOURCE_MODULE: &str = "github.com/fluxcd/source-controller";
 const FLUX_HELM_MODULE: &str = "github.com/fluxcd/helm-controller";
+const FLUX_KUSTOMIZE_MODULE: &str = "github.com/fluxcd/kustomize-controller";
 
 /// A source-controller CRD file (path inside the module), from the module
 /// version of the binary `build-flux-bins.sh` builds: the CRDs must match
@@ -91,10 +92,11 @@ const fn flux_helm_release_crd() -> ModuleCrd {
     }
 }
 
-/// Every CRD the real source-controller and helm-controller need on the
-/// platform cluster. Both start informers for all their kinds and never
-/// become ready while one is missing, so this is more than the two kinds the
-/// Kro plugin writes (those two are also in [`THIRD_PARTY`]).
+/// Every CRD the real source-controller, helm-controller and
+/// kustomize-controller need on the platform cluster. Each starts informers
+/// for all its kinds and never becomes ready while one is missing, so this
+/// is more than the two kinds the Kro plugin writes (those two are also in
+/// [`THIRD_PARTY`]).
 pub const FLUX_CONTROLLER_CRDS: &[ModuleCrd] = &[
     flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_buckets.yaml"),
     flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_externalartifacts.yaml"),
@@ -103,6 +105,12 @@ pub const FLUX_CONTROLLER_CRDS: &[ModuleCrd] = &[
     flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_helmrepositories.yaml"),
     flux_source_crd("config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml"),
     flux_helm_release_crd(),
+    ModuleCrd {
+        module: FLUX_KUSTOMIZE_MODULE,
+        version: crate::bins::FLUX_KUSTOMIZE_VERSION,
+        path: "config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml",
+        purpose: Purpose::Platform,
+    },
 ];
 
 /// The third-party CRDs the environment installs.
@@ -236,7 +244,13 @@ pub fn module_crds(entries: &[ModuleCrd]) -> Result<Vec<Crd>> {
 
 /// Project plus third-party CRDs whose purpose is `purpose`.
 pub fn crds_for(purpose: Purpose) -> Result<Vec<Crd>> {
-    let mut all = project_crds()?;
+    crds_for_with(purpose, true)
+}
+
+/// Third-party CRDs whose purpose is `purpose`, and the project's too if
+/// `project`.
+pub fn crds_for_with(purpose: Purpose, project: bool) -> Result<Vec<Crd>> {
+    let mut all = if project { project_crds()? } else { Vec::new() };
     all.extend(third_party_crds()?);
     Ok(all.into_iter().filter(|c| c.purpose == Some(purpose)).collect())
 }

@@ -53,18 +53,39 @@ pub struct TestEnv {
     pub timings: Timings,
 }
 
+/// What a [`TestEnv`] installs besides the third-party CRDs.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvOptions {
+    /// The project's own CRDs (`crds/`), applied as if the host's `init`
+    /// had run. Without them the clusters are as a landscape is before a
+    /// provider is installed (openmcp's and Flux's CRDs only).
+    pub project_crds: bool,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        Self { project_crds: true }
+    }
+}
+
 impl TestEnv {
     /// Starts the three clusters in parallel and installs the CRDs.
     pub async fn start() -> Result<Self> {
+        Self::start_with(EnvOptions::default()).await
+    }
+
+    /// Like [`Self::start`], installing what `options` say.
+    pub async fn start_with(options: EnvOptions) -> Result<Self> {
         crate::bins::Binaries::locate()?; // fail fast with the build-script hint
         // Resolve all CRD files first (may download Go modules): fails fast,
         // before any server is started, when Go or a module is missing.
+        let project = options.project_crds;
         let [platform_crds, onboarding_crds, control_plane_crds] =
-            tokio::task::spawn_blocking(|| -> Result<[Vec<crds::Crd>; 3]> {
+            tokio::task::spawn_blocking(move || -> Result<[Vec<crds::Crd>; 3]> {
                 Ok([
-                    crds::crds_for(Purpose::Platform)?,
-                    crds::crds_for(Purpose::Onboarding)?,
-                    crds::crds_for(Purpose::ControlPlane)?,
+                    crds::crds_for_with(Purpose::Platform, project)?,
+                    crds::crds_for_with(Purpose::Onboarding, project)?,
+                    crds::crds_for_with(Purpose::ControlPlane, project)?,
                 ])
             })
             .await

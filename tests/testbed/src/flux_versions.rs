@@ -8,6 +8,10 @@
 pub const FLUX_SOURCE_VERSION: &str = "v1.9.2";
 /// helm-controller version `build-flux-bins.sh` produces.
 pub const FLUX_HELM_VERSION: &str = "v1.6.2";
+/// kustomize-controller version `build-flux-bins.sh` produces: that of Flux
+/// v2.9.2, which keeps helm-controller v1.6.2 (the proxy does not serve
+/// Flux v2.9.1's v1.9.2). It applies what openmcp's bootstrapper commits.
+pub const FLUX_KUSTOMIZE_VERSION: &str = "v1.9.3";
 /// Version of `github.com/distribution/distribution/v3` (the OCI registry).
 pub const REGISTRY_VERSION: &str = "v3.1.2";
 /// Version of `github.com/sigstore/cosign/v3` (signs plugin artifacts).
@@ -17,6 +21,8 @@ pub const COSIGN_VERSION: &str = "v3.1.3";
 pub const ENV_SOURCE_CONTROLLER: &str = "TESTBED_SOURCE_CONTROLLER";
 /// Env var overriding the helm-controller binary path.
 pub const ENV_HELM_CONTROLLER: &str = "TESTBED_HELM_CONTROLLER";
+/// Env var overriding the kustomize-controller binary path.
+pub const ENV_KUSTOMIZE_CONTROLLER: &str = "TESTBED_KUSTOMIZE_CONTROLLER";
 /// Env var overriding the OCI registry binary path.
 pub const ENV_REGISTRY: &str = "TESTBED_REGISTRY";
 /// Env var overriding the cosign binary path.

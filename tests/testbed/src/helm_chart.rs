@@ -147,7 +147,7 @@ fn apply_edit(text: &[u8], edit: &LineEdit, path: &Path) -> Result<Vec<u8>> {
 
 /// A gzipped tar with every file under `<top>/`, regular files only, mode
 /// 0644, owner 0, mtime 0 (reproducible).
-fn tar_gz(top: &str, files: &[(PathBuf, Vec<u8>)]) -> std::io::Result<Vec<u8>> {
+pub(crate) fn tar_gz(top: &str, files: &[(PathBuf, Vec<u8>)]) -> std::io::Result<Vec<u8>> {
     let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     let mut tar = tar::Builder::new(gz);
     for (relative, data) in files {

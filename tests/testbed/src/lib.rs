@@ -44,7 +44,7 @@ mod watched;
 pub use cluster::{Cluster, ClusterOptions, MARKER_CONFIGMAP, Rss, client_from_kubeconfig};
 pub use crds::Purpose;
 pub use deployment_sim::{DeploymentOptions, DeploymentSimulator};
-pub use env::{TestEnv, runtime, shared};
+pub use env::{EnvOptions, TestEnv, runtime, shared};
 pub use error::{Error, Result};
 pub use flux_sim::{FluxKind, FluxOptions, FluxSimulator};
 pub use helm_chart::HelmChart;

@@ -21,7 +21,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use crate::cluster::Cluster;
 use crate::cluster_provider::{ClusterProvider, PROFILE, Targets};
 use crate::crds::{self, ModuleCrd, Purpose};
-use crate::env::TestEnv;
+use crate::env::{EnvOptions, TestEnv};
 use crate::error::{Error, Result};
 use crate::openmcp_sim::api::{ClusterRequest, ClusterRequestSpec};
 use crate::process::{RunDir, ServerProcess, lock_unpoisoned};
@@ -92,11 +92,17 @@ impl OpenMcp {
     /// Starts the clusters, installs the operator's CRDs, then the cluster
     /// provider and the operator; returns once its workers run.
     pub async fn start() -> Result<Self> {
+        Self::start_with(EnvOptions::default()).await
+    }
+
+    /// Like [`Self::start`], on clusters set up as `options` say (a
+    /// landscape before any provider is installed, say).
+    pub async fn start_with(options: EnvOptions) -> Result<Self> {
         let binary = operator_binary()?;
         let operator_crds = tokio::task::spawn_blocking(|| crds::module_crds(OPERATOR_CRDS))
             .await
             .map_err(|e| Error::Other(format!("CRD resolution task failed: {e}")))??;
-        let env = TestEnv::start().await?;
+        let env = TestEnv::start_with(options).await?;
         let platform = env.platform.client().await?;
         crds::install(&platform, &operator_crds, Duration::from_secs(60)).await?;
         for namespace in [SYSTEM_NAMESPACE, CLUSTER_NAMESPACE] {

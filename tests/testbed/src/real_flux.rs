@@ -1,6 +1,8 @@
 //! The real Flux chain on a test platform cluster: source-controller and
-//! helm-controller as processes, plus a local [`Registry`] (authentication
-//! required) holding the kro chart in the versions of
+//! helm-controller as processes (and kustomize-controller where a test
+//! applies what openmcp's bootstrapper commits,
+//! [`RealFluxOptions::kustomize_controller`]), plus a local [`Registry`]
+//! (authentication required) holding the kro chart in the versions of
 //! [`KRO_CHART_VERSIONS`].
 //!
 //! ```text
@@ -61,6 +63,9 @@ pub struct RealFluxOptions {
     pub extra_source_controller_args: Vec<String>,
     /// Extra flags for helm-controller (later flags win).
     pub extra_helm_controller_args: Vec<String>,
+    /// Also run kustomize-controller (it applies Kustomizations from the
+    /// sources source-controller fetches).
+    pub kustomize_controller: bool,
     /// Time allowed for the registry, the chart pushes and both controllers
     /// to start their workers.
     pub start_timeout: Duration,
@@ -82,6 +87,7 @@ impl Default for RealFluxOptions {
                 .unwrap_or_else(|| "info".into()),
             extra_source_controller_args: Vec::new(),
             extra_helm_controller_args: Vec::new(),
+            kustomize_controller: false,
             start_timeout: Duration::from_secs(120),
         }
     }
@@ -107,8 +113,9 @@ pub struct RealFlux {
     storage_addr: String,
     charts: Vec<PushedChart>,
     startup: Duration,
-    // Field order = drop order: helm-controller may still pull artifacts
+    // Field order = drop order: the controllers may still pull artifacts
     // from source-controller; the directory goes last.
+    kustomize_controller: Option<Mutex<ServerProcess>>,
     helm_controller: Mutex<ServerProcess>,
     source_controller: Mutex<ServerProcess>,
     registry: Registry,
@@ -162,11 +169,12 @@ impl RealFlux {
         let mut attempt = 1;
         loop {
             match Self::start_controllers(&binaries, platform_kubeconfig, &options, deadline).await {
-                Ok((dir, storage_addr, source, helm)) => {
+                Ok(Controllers { dir, storage_addr, source, helm, kustomize }) => {
                     return Ok(Self {
                         storage_addr,
                         charts: pushed,
                         startup: started.elapsed(),
+                        kustomize_controller: kustomize.map(Mutex::new),
                         helm_controller: Mutex::new(helm),
                         source_controller: Mutex::new(source),
                         registry,
@@ -187,7 +195,7 @@ impl RealFlux {
         platform_kubeconfig: &str,
         options: &RealFluxOptions,
         deadline: Instant,
-    ) -> Result<(RunDir, String, ServerProcess, ServerProcess)> {
+    ) -> Result<Controllers> {
         let dir = RunDir::create("flux")?;
         let kubeconfig = dir.path().join("platform-kubeconfig.yaml");
         std::fs::write(&kubeconfig, platform_kubeconfig).map_err(|e| Error::io(&kubeconfig, e))?;
@@ -242,10 +250,24 @@ impl RealFlux {
             &dir.path().join("helm-controller.log"),
         )?;
 
+        let mut kustomize = match options.kustomize_controller {
+            true => Some(ServerProcess::spawn_with_env(
+                "kustomize-controller",
+                &binaries.kustomize_controller,
+                &common,
+                &env,
+                &dir.path().join("kustomize-controller.log"),
+            )?),
+            false => None,
+        };
+
         let timeout = options.start_timeout;
         wait_for_workers(&mut source, "ocirepository", Some(&storage_addr), deadline, timeout).await?;
         wait_for_workers(&mut helm, "helmrelease", None, deadline, timeout).await?;
-        Ok((dir, storage_addr, source, helm))
+        if let Some(kustomize) = &mut kustomize {
+            wait_for_workers(kustomize, "kustomization", None, deadline, timeout).await?;
+        }
+        Ok(Controllers { dir, storage_addr, source, helm, kustomize })
     }
 
     /// The registry holding the charts.
@@ -294,13 +316,19 @@ impl RealFlux {
     /// The last `lines` lines of each controller's log, for assertion
     /// messages.
     pub fn log_tails(&self, lines: usize) -> String {
-        format!(
+        let mut tails = format!(
             "--- source-controller ({}):\n{}\n--- helm-controller ({}):\n{}",
             self.source_controller_log().display(),
             lock_unpoisoned(&self.source_controller).log_tail(lines),
             self.helm_controller_log().display(),
             lock_unpoisoned(&self.helm_controller).log_tail(lines),
-        )
+        );
+        if let Some(kustomize) = &self.kustomize_controller {
+            let kustomize = lock_unpoisoned(kustomize);
+            let path = kustomize.log_path().display().to_string();
+            tails.push_str(&format!("\n--- kustomize-controller ({path}):\n{}", kustomize.log_tail(lines)));
+        }
+        tails
     }
 
     /// Resident memory of the three processes.
@@ -324,6 +352,9 @@ impl RealFlux {
     /// Stops helm-controller, source-controller and the registry. Also done
     /// on drop.
     pub fn stop(&self) {
+        if let Some(kustomize) = &self.kustomize_controller {
+            lock_unpoisoned(kustomize).stop(Duration::from_secs(10));
+        }
         lock_unpoisoned(&self.helm_controller).stop(Duration::from_secs(10));
         lock_unpoisoned(&self.source_controller).stop(Duration::from_secs(10));
         self.registry.stop();
@@ -334,6 +365,15 @@ impl Drop for RealFlux {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// What [`RealFlux::start_controllers`] started.
+struct Controllers {
+    dir: RunDir,
+    storage_addr: String,
+    source: ServerProcess,
+    helm: ServerProcess,
+    kustomize: Option<ServerProcess>,
 }
 
 /// The chain of this test binary, on the platform cluster of

@@ -235,6 +235,38 @@ auth:
         self.push_artifact(repository, &chart.version, &artifact).await
     }
 
+    /// Pushes the files of `dir` (relative paths kept) as a Flux artifact
+    /// `<repository>:<tag>`, the way `flux push artifact` packs it: one
+    /// `tar+gzip` layer, an empty config, the revision annotation. An
+    /// OCIRepository serves it to kustomize-controller, as a GitOps
+    /// repository would.
+    pub async fn push_flux_artifact(&self, repository: &str, tag: &str, dir: &std::path::Path) -> Result<PushedChart> {
+        let mut files = Vec::new();
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(at) = pending.pop() {
+            for entry in std::fs::read_dir(&at).map_err(|e| Error::io(&at, e))? {
+                let path = entry.map_err(|e| Error::io(&at, e))?.path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                    files.push((path.strip_prefix(dir).expect("below dir").to_path_buf(), data));
+                }
+            }
+        }
+        files.sort();
+        let archive = crate::helm_chart::tar_gz(".", &files).map_err(|e| Error::io(dir, e))?;
+        let artifact = Artifact {
+            config: ("application/vnd.cncf.flux.config.v1+json", b"{}"),
+            layers: &[("application/vnd.cncf.flux.content.v1.tar+gzip", archive.as_slice())],
+            annotations: json!({
+                "org.opencontainers.image.revision": format!("{tag}@{}", sha256_digest(&archive)),
+                "org.opencontainers.image.source": format!("oci://{}/{repository}", self.host),
+            }),
+        };
+        self.push_artifact(repository, tag, &artifact).await
+    }
+
     /// Pushes an OCI image manifest with these blobs as
     /// `<repository>:<tag>`, whatever its media types (tests push
     /// artifacts a client must refuse, too).
