@@ -170,13 +170,16 @@ cp "target/package/service-provider-sdk-$version.crate" "$out/"
 (cd sdk-ts && npm pack --silent --pack-destination "$out" >/dev/null)
 [ "$(node -p 'require("./sdk-ts/package.json").version')" = "$version" ] \
   || { log "sdk-ts/package.json is not at version $version"; exit 1; }
+# What the registries will check of the npm package, without an upload.
+npm publish --dry-run --access public "$out/open-control-plane-service-provider-sdk-$version.tgz" >&2 2>/dev/null \
+  || { log "npm refuses the TypeScript SDK's package"; exit 1; }
 if [ -z "${DRY_RUN:-}" ]; then
-  if [ -n "${CARGO_REGISTRY_TOKEN:-}" ]; then
+  # A release publishes the SDKs: authors' templates take them from there.
+  # PUBLISH_SDKS=0 leaves them to a maintainer (each step then says what to run).
+  if [ "${PUBLISH_SDKS:-1}" = 1 ]; then
+    : "${CARGO_REGISTRY_TOKEN:?CARGO_REGISTRY_TOKEN: crates.io token to publish service-provider-sdk (or PUBLISH_SDKS=0)}"
+    : "${NPM_TOKEN:?NPM_TOKEN: npm token to publish @open-control-plane/service-provider-sdk (or PUBLISH_SDKS=0)}"
     cargo publish -q -p service-provider-sdk --target wasm32-wasip2 >&2
-  else
-    log "CARGO_REGISTRY_TOKEN is not set: publish target/release-artifacts/$version/service-provider-sdk-$version.crate with cargo publish"
-  fi
-  if [ -n "${NPM_TOKEN:-}" ]; then
     # The token in a user config of its own, removed after.
     npmrc="$(mktemp)"
     printf '//registry.npmjs.org/:_authToken=%s\n' "$NPM_TOKEN" >"$npmrc"
@@ -184,10 +187,11 @@ if [ -z "${DRY_RUN:-}" ]; then
       || { rm -f "$npmrc"; exit 1; }
     rm -f "$npmrc"
   else
-    log "NPM_TOKEN is not set: publish $out/open-control-plane-service-provider-sdk-$version.tgz with npm publish"
+    log "PUBLISH_SDKS=0: publish target/release-artifacts/$version/service-provider-sdk-$version.crate with cargo publish, and $out/open-control-plane-service-provider-sdk-$version.tgz with npm publish"
   fi
+  # The Go SDK is served by the Go module proxy from this tag, once pushed
+  # (the release workflow pushes it with v$version).
   git tag -a "sdk-go/v$version" -m "Go SDK $version" 2>/dev/null || log "tag sdk-go/v$version exists"
-  log "push the tags v$version and sdk-go/v$version: the Go SDK is served from the second"
 fi
 
 # --- SBOM and checksums ------------------------------------------------------------------
