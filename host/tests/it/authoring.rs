@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use host_test_support::oci::PluginRegistry;
 use host_test_support::process::{Launcher, Replica, ReplicaOptions};
-use host_test_support::{Fixture, Options, Service, registries};
+use host_test_support::{Fixture, Options, Service, docs, registries};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, PostParams};
@@ -62,7 +62,7 @@ async fn published() -> &'static Published {
                 let runtime = dir.path().join("go-runtime");
                 let version = registries::go_runtime(&workspace, &runtime);
                 registries::go_module(&proxy, "go.bytecodealliance.org/pkg", &version, &runtime);
-                // The tarball `npm publish` would upload (its prepack step
+                // The tarball `npm publish` would upload (its prepare step
                 // puts the contract's WIT in).
                 let npm = dir.path().join("npm");
                 std::fs::create_dir_all(&npm).unwrap();
@@ -155,6 +155,17 @@ fn yaml(text: &[u8]) -> Value {
     serde_saphyr::from_str(std::str::from_utf8(text).unwrap()).unwrap()
 }
 
+/// The README the template wrote, its commands run as written in the
+/// project with the author's environment (and `env`, what the test's
+/// registries need).
+fn run_readme(author: &Author, project: &Path, env: &[(&str, &str)]) {
+    let text = std::fs::read_to_string(project.join("README.md")).unwrap();
+    let blocks = docs::parse("the template's README.md", &text);
+    assert_eq!(docs::skipped(&blocks), Vec::<String>::new(), "a template's README runs whole");
+    let substitutions = env.iter().fold(docs::Substitutions::default(), |s, (k, v)| s.env(k, *v));
+    docs::run(&blocks, project, &author.env, &substitutions);
+}
+
 /// What every template must do once built: pass `plugin test`, print a
 /// grant that is its template's grant pinned to the build, render under
 /// it, and travel through a registry by digest, signed.
@@ -240,6 +251,7 @@ async fn a_rust_plugin_started_outside_the_repository_builds_tests_renders_and_t
     assert!(sdk.contains(&format!("source = \"registry+{}\"", published.cargo_index)), "{sdk}");
     let took = conform_render_and_publish(&author, &project, &wasm, started).await;
     eprintln!("authoring: rust, plugin new to a rendered plan in {took:.1?} (component build {build:.1?})");
+    run_readme(&author, &project, &[]);
 
     runs_to_ready_under_its_grant(&author, &project, &wasm).await;
 
@@ -369,6 +381,7 @@ async fn a_go_plugin_started_outside_the_repository_builds_tests_renders_and_tra
     let build = build.elapsed();
     let took = conform_render_and_publish(&author, &project, &project.join("greeter.wasm"), started).await;
     eprintln!("authoring: go, plugin new to a rendered plan in {took:.1?} (component build {build:.1?})");
+    run_readme(&author, &project, &go_env);
     // The newest Go release this project claims builds it too.
     let env: Vec<(&str, &str)> =
         go_env.iter().map(|&(k, v)| if k == "GOTOOLCHAIN" { (k, "go1.27.4") } else { (k, v) }).collect();
@@ -409,6 +422,60 @@ async fn a_typescript_plugin_started_outside_the_repository_builds_tests_renders
     let wasm = project.join("greeter.wasm");
     let took = conform_render_and_publish(&author, &project, &wasm, started).await;
     eprintln!("authoring: typescript, plugin new to a rendered plan in {took:.1?} (component build {build:.1?})");
+    run_readme(&author, &project, &[]);
+}
+
+/// `docs/plugin-guide.md`'s path, as written, on an author's machine: from
+/// `plugin new` to a signed component in a registry and the grant read
+/// from there. What stands in for the author's world, and nothing else:
+/// - crates.io: the SDK crate from the local registry (a cargo config in
+///   the author's directory, as for the Rust template);
+/// - `registry.example.com`: a local registry (plain HTTP, so
+///   `INSECURE_REGISTRIES` names it and `cosign` gets
+///   `--allow-http-registry`), its credentials in `DOCKER_CONFIG`;
+/// - `COSIGN_PASSWORD` empty, so `cosign generate-key-pair` asks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_guides_path_runs_as_written() {
+    let published = published().await;
+    let author = Author::new();
+    std::fs::create_dir_all(author.path().join(".cargo")).unwrap();
+    std::fs::write(
+        author.path().join(".cargo/config.toml"),
+        format!(
+            "[registries.published]\nindex = \"{}\"\n\n[patch.crates-io]\nservice-provider-sdk = {{ version = \"{}\", registry = \"published\" }}\n",
+            published.cargo_index,
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+    .unwrap();
+    let registry = PluginRegistry::start().await;
+    let cosign = testbed::bins::FluxBinaries::locate().expect("cosign is built").cosign;
+    let wrapper = author.path().join("bin/cosign");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = sign ] && {{ shift; exec {} sign --allow-http-registry \"$@\"; }}\nexec {} \"$@\"\n",
+            cosign.display(),
+            cosign.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let blocks = docs::page("docs/plugin-guide.md");
+    eprintln!("docs: plugin-guide.md skips {:?}", docs::skipped(&blocks));
+    let substitutions = docs::Substitutions::default()
+        .text("registry.example.com", registry.host())
+        .env("INSECURE_REGISTRIES", registry.host())
+        .env("DOCKER_CONFIG", registry.docker_config().display().to_string())
+        .env("COSIGN_PASSWORD", "");
+    let out = docs::run(&blocks, author.path(), &author.env, &substitutions);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("conformant"), "plugin test passed: {stdout}");
+    let grant = std::fs::read_to_string(author.path().join("greeter/greeter-grant.yaml")).expect("the grant handed over");
+    assert!(grant.contains("digest: sha256:"), "{grant}");
+    let reference = format!("oci://{}/plugins/greeter@sha256:", registry.host());
+    assert!(stdout.contains(&reference), "the pinned reference printed: {stdout}");
 }
 
 /// `plugin test` over what this repository ships, each with its cases:

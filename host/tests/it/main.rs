@@ -14,6 +14,7 @@ mod blast;
 mod component;
 mod delivery;
 mod deploy;
+mod docs;
 mod flux;
 mod hostile;
 mod image;

@@ -15,6 +15,7 @@
 //! - [`process`]: the host as a process (this build's binary or the
 //!   container image), its probes and metrics.
 
+pub mod docs;
 pub mod fixture;
 pub mod go_provider;
 pub mod identity;

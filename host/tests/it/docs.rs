@@ -1,0 +1,104 @@
+//! The operators' pages' commands, run as written against test clusters
+//! (`tests/support`'s `docs`): a command a page shows that fails, or that
+//! does something else than the page says, fails here. The author's pages
+//! (the plugin guide, the templates' READMEs) run in `authoring`.
+//!
+//! Substitutions, the same for every page: `KUBECONFIG` names the test's
+//! cluster, and `kubectl` is the test bed's (`build-bins.sh`), first on
+//! `PATH`.
+
+use std::collections::BTreeMap;
+
+use host_test_support::docs::{self, Substitutions};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::Api;
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use service_provider_host::owner::{LABEL_COPY_OF, LABEL_PROVIDER};
+use testbed::{Cluster, ClusterOptions};
+
+/// `PATH` with the test bed's kubectl first, and the rest of this process's.
+fn path_with_kubectl() -> String {
+    let kubectl = testbed::bins::kubectl().expect("kubectl is built (tests/testbed/scripts/build-bins.sh)");
+    format!("{}:{}", kubectl.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default())
+}
+
+fn reader_env(cluster: &Cluster) -> Vec<(String, String)> {
+    vec![
+        ("PATH".into(), path_with_kubectl()),
+        ("HOME".into(), std::env::var("HOME").unwrap_or_default()),
+        ("KUBECONFIG".into(), cluster.kubeconfig_path().display().to_string()),
+    ]
+}
+
+/// `docs/migrating.md`'s way back to the Go provider removes the copies of
+/// the kro provider the host made, and no other provider's (Flux's copies
+/// in the same tenant namespace stay), nor a Secret that is no copy.
+#[tokio::test]
+async fn the_rollback_of_migrating_md_removes_only_kros_copies() {
+    let cluster = Cluster::start(ClusterOptions::new("docs")).await.expect("a cluster");
+    let client = cluster.client().await.unwrap();
+    let tenant = "mcp--docs";
+    let ns = Namespace { metadata: ObjectMeta { name: Some(tenant.into()), ..Default::default() }, ..Default::default() };
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), tenant);
+    for (name, provider) in [("sp-kro-registry", Some("kro")), ("sp-flux-registry", Some("flux")), ("tenant-own", None)]
+    {
+        let mut labels = BTreeMap::new();
+        if let Some(provider) = provider {
+            labels.insert(LABEL_COPY_OF.to_string(), "registry".to_string());
+            labels.insert(LABEL_PROVIDER.to_string(), provider.to_string());
+        }
+        let secret = Secret {
+            metadata: ObjectMeta { name: Some(name.into()), labels: Some(labels), ..Default::default() },
+            ..Default::default()
+        };
+        secrets.create(&PostParams::default(), &secret).await.unwrap();
+    }
+
+    let blocks = docs::page("docs/migrating.md");
+    eprintln!("docs: migrating.md skips {:?}", docs::skipped(&blocks));
+    let dir = docs::scratch("docs-migrating-");
+    docs::run(&blocks, dir.path(), &reader_env(&cluster), &Substitutions::default());
+
+    let left: Vec<String> =
+        secrets.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|s| s.metadata.name).collect();
+    assert_eq!(left, ["sp-flux-registry", "tenant-own"], "only kro's copies are removed");
+}
+
+/// `docs/operations.md`'s upgrade: the grant that admits the new build and
+/// the preview, as written, on a running fleet. Its variables are the
+/// reader's: `NEW` the next Kro build (`tests/plugins/kro-next`), `CURRENT`
+/// the one running; `platform.kubeconfig` is the test's platform cluster.
+#[tokio::test]
+async fn the_upgrade_preview_of_operations_md_runs_on_a_live_fleet() {
+    use host_test_support::plugins::{self, KRO, KRO_NEXT};
+    use host_test_support::*;
+    let setup = Setup { provider: Some("kro".into()), pod_namespace: Some("openmcp-system".into()), ..Setup::default() };
+    let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
+    let f = Fixture::new_with(options, setup).await;
+    f.provider_config(serde_json::json!([version("v0.9.1", "0.9.1")])).await;
+    // `run` as deployed: its onboarding access requested through openmcp,
+    // where `diff` finds it.
+    let host = std::path::Path::new(env!("CARGO_BIN_EXE_service-provider-host"));
+    let run = process::Replica::start(&process::Launcher::Binary(host.into()), &f, process::ReplicaOptions::new("run"));
+    f.create_kro("mcp-01", "v0.9.1").await;
+    f.wait_ready("mcp-01").await;
+
+    let env = vec![
+        ("PATH".to_string(), format!("{}:{}", host.parent().unwrap().display(), std::env::var("PATH").unwrap())),
+        ("HOME".to_string(), std::env::var("HOME").unwrap_or_default()),
+    ];
+    let substitutions = Substitutions::default()
+        .text("platform.kubeconfig", &f.env.platform.kubeconfig_path().display().to_string())
+        .env("NEW", plugins::plugin_path(KRO_NEXT).display().to_string())
+        .env("CURRENT", plugins::plugin_path(KRO).display().to_string());
+    let blocks = docs::page("docs/operations.md");
+    eprintln!("docs: operations.md skips {:?}", docs::skipped(&blocks));
+    let dir = docs::scratch("docs-operations-");
+    let out = docs::run(&blocks, dir.path(), &env, &substitutions);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("plugin kro ") && report.contains("instances:"), "{report}");
+    let grant = std::fs::read_to_string(dir.path().join("grant.yaml")).expect("step 0 wrote the grant");
+    service_provider_host::plugin::grant::Grant::parse(&grant).expect("a grant the host reads");
+    assert!(run.terminate().success());
+}
