@@ -7,13 +7,16 @@
 //	func init() { sp.Export(hello{}) }
 //	func main() {}
 //
-// and is built with `task build-go-plugin DIR=…` (GOOS=wasip1,
-// -buildmode=c-shared, then made a component by tools/plugin-build). The
-// host starts the Go runtime on every call (a fresh instance per call):
-// nothing survives from one call to the next, so a plugin keeps no state.
+// and is built with Go 1.27.1 or newer for GOOS=wasip1 GOARCH=wasm with
+// -buildmode=c-shared, then made a component by
+// `service-provider-host plugin componentize` (the build.sh that
+// `service-provider-host plugin new --lang go` writes does both). The host
+// starts the Go runtime on every call (a fresh instance per call): nothing
+// survives from one call to the next, so a plugin keeps no state.
 //
 // Plugin logic is ordinary Go: test it natively with `go test`, and share
-// named cases with the host through package sptest.
+// named cases with the host through package sptest. The author's guide is
+// docs/plugin-guide.md in https://github.com/openmcp-project/service-provider-host.
 package serviceprovider
 
 // ContractVersion is the contract version these types and the bindings

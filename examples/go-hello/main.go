@@ -1,7 +1,8 @@
 // Command go-hello is the smallest useful plugin in Go: for every Hello
 // object a tenant creates, a ConfigMap with its greeting in the tenant's
-// namespace on the platform cluster. It is what docs/plugins.md walks
-// through, and the host's tests load it as a component.
+// namespace on the platform cluster. The Go SDK is described in
+// docs/plugin-guide.md; examples/ts-hello is this plugin in TypeScript, and
+// the host's tests load both as components.
 package main
 
 import (

@@ -130,7 +130,7 @@ fn an_unknown_version_renders_progressing_with_the_offered_versions() {
     assert_eq!(ready["type"], "Ready");
     assert_eq!(ready["status"], "False");
     assert_eq!(ready["reason"], "ReconcileError");
-    assert!(ready["message"].as_str().unwrap().ends_with("available versions are: v0.9.1, v0.9.3"), "{ready}");
+    assert!(ready["message"].as_str().unwrap().ends_with("available versions are: v0.9.1, v0.9.3, v0.9.4"), "{ready}");
 }
 
 #[test]
