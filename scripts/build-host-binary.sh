@@ -19,7 +19,8 @@
 # (`shipped-plugins`), where build-image.sh checks what it copies.
 #
 # One argument picks the architecture: x86_64 (the default) or aarch64, both
-# `<arch>-unknown-linux-musl`. aarch64 is cross-built with cargo-zigbuild
+# `<arch>-unknown-linux-musl`; SPH_PROFILE_AARCH64 another profile for the
+# latter (CI's `production-thin`: its tests run it under emulation). aarch64 is cross-built with cargo-zigbuild
 # (scripts/cross-toolchain.sh); its binary runs here under qemu-user-static.
 #
 # stdout carries only the `export …` line (eval it); progress goes to stderr.
@@ -38,7 +39,10 @@ case "$arch" in
   *) echo "build-host-binary: unknown architecture $arch (x86_64 or aarch64)" >&2; exit 2 ;;
 esac
 triple="$arch-unknown-linux-musl"
+# SPH_PROFILE_AARCH64 (CI: production-thin) builds the arm64 binary with
+# another profile; a release leaves it unset.
 profile=production
+[ "$arch" = x86_64 ] || profile="${SPH_PROFILE_AARCH64:-production}"
 log() { echo "build-host-binary: $*" >&2; }
 
 for tool in cargo sha256sum; do
@@ -102,7 +106,7 @@ else
   echo "$triple" >"$(dirname "$binary")/triple"
   cp "$cache/cargo-target-$toolchain/$triple/$profile/service-provider-host" "$binary.tmp"
   mv "$binary.tmp" "$binary"
-  log "built in $((SECONDS - started))s"
+  log "built $triple ($profile) in $((SECONDS - started))s"
   # Keep the three newest binaries of each architecture and only the current
   # toolchain's target dir.
   declare -A kept=()

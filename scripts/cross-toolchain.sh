@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The cross toolchain for the arm64 host binary: zig as the C compiler and
 # linker for aarch64-unknown-linux-musl (ring's and psm's C and assembly),
-# driven by cargo-zigbuild. Both come from registries served here and are
-# pinned and cached by version:
-#   - zig from PyPI (the `ziglang` wheel, a Python venv under the cache);
-#   - cargo-zigbuild from crates.io (`cargo install --locked`).
+# driven by cargo-zigbuild. Both come prebuilt from PyPI, pinned and cached
+# by version (a Python venv each under the cache): the `ziglang` wheel, and
+# the `cargo-zigbuild` wheel (the same release as the crate, its binary built
+# by its project, so a cold machine does not compile it).
 # Debian's cross gcc would do as well, but it brings glibc headers to a musl
 # build; zig carries musl's own headers for every target.
 #
@@ -23,5 +23,8 @@ mkdir -p "$venv/shim"
 printf '#!/bin/sh\nexec "%s" -m ziglang "$@"\n' "$venv/bin/python3" >"$venv/shim/zig"
 chmod +x "$venv/shim/zig"
 
-zigbuild="$(bash "$tool" crates cargo-zigbuild "$zigbuild_version")"
-printf 'export PATH=%q:%q:"$PATH"\n' "$venv/shim" "$zigbuild/bin"
+zigbuild="$(bash "$tool" pypi cargo-zigbuild "$zigbuild_version")"
+# Only the program on PATH, not the venv's python.
+mkdir -p "$zigbuild/shim"
+ln -sf "$zigbuild/bin/cargo-zigbuild" "$zigbuild/shim/cargo-zigbuild"
+printf 'export PATH=%q:%q:"$PATH"\n' "$venv/shim" "$zigbuild/shim"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails if a server started by the test bed is still running: an etcd,
-# kube-apiserver, source-controller, helm-controller or registry whose command
+# kube-apiserver, source-controller, helm-controller, kustomize-controller or registry whose command
 # line or environment mentions the harness's run directory (TESTBED_RUN_DIR,
 # default ${TMPDIR:-/tmp}/service-provider-host-testbed). The Flux controllers
 # get the run directory only through KUBECONFIG/HOME, hence the environment.
@@ -23,7 +23,7 @@ find_leftovers() {
     [ -n "$cmd" ] || continue   # kernel threads and zombies have no command line
     exe="${cmd%% *}"
     case "${exe##*/}" in
-      etcd|kube-apiserver|source-controller|helm-controller|registry|jaeger) ;;
+      etcd|kube-apiserver|source-controller|helm-controller|kustomize-controller|registry|jaeger) ;;
       *) continue ;;
     esac
     case "$cmd" in
