@@ -41,6 +41,8 @@ const POD_NAMESPACE: &str = "openmcp-system";
 const PROVIDER: &str = "kro";
 const ONBOARDING_NAMESPACE: &str = "default";
 const INSTANCE_LABEL: &str = "service-provider.open-control-plane.io/instance-name";
+/// The adopted-objects counter of the provider the bench runs.
+const ADOPTED: &str = "service_provider_host_adopted_objects_total{provider=\"kro\"}";
 
 /// `service_provider_host_*` samples of the host's metrics endpoint.
 fn metrics(port: u16) -> anyhow::Result<BTreeMap<String, f64>> {
@@ -165,7 +167,7 @@ async fn run(n: usize, host_binary: &Path) -> anyhow::Result<()> {
     let args = ["--plugin".into(), plugin.into_os_string()];
     let _host = bench_host(host_binary, &env, (PROVIDER, POD_NAMESPACE), port, &args, &[("ADOPT_FROM", GO_PROVIDER)]);
     let adopted_total =
-        |port| metrics(port).map(|m| m.get("service_provider_host_adopted_objects_total").copied().unwrap_or_default());
+        |port| metrics(port).map(|m| m.get(ADOPTED).copied().unwrap_or_default());
     let took = loop {
         let ready = phases.lock().expect("not poisoned").now.values().filter(|p| *p == "Ready").count();
         // Each instance's AccessRequest, OCIRepository and HelmRelease.
@@ -179,7 +181,7 @@ async fn run(n: usize, host_binary: &Path) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let samples = metrics(port)?;
-    let adopted = samples.get("service_provider_host_adopted_objects_total").copied().unwrap_or_default();
+    let adopted = samples.get(ADOPTED).copied().unwrap_or_default();
     let requests: f64 = samples
         .iter()
         .filter(|(k, _)| k.starts_with("service_provider_host_kube_requests_total{"))

@@ -29,13 +29,20 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
     f.create_kro("mcp-01", "v0.9.1").await;
     f.wait_ready("mcp-01").await;
     let metrics = replica.metrics();
-    assert!(metrics.contains("service_provider_host_reconciles_total{outcome=\"applied\"}"), "{metrics}");
+    // Every host series names the provider.
+    let provider = format!("provider=\"{}\"", f.provider);
     assert!(
-        metrics.contains("service_provider_host_kube_requests_total{cluster=\"platform\",method=\"PATCH\"}"),
+        metrics.contains(&format!("service_provider_host_reconciles_total{{{provider},outcome=\"applied\"}}")),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "service_provider_host_kube_requests_total{{{provider},cluster=\"platform\",method=\"PATCH\"}}"
+        )),
         "{metrics}"
     );
     // Per plugin component, and controller-runtime's series for the controller.
-    let plan = r#"{plugin="kro",digest="sha256:"#;
+    let plan = format!(r#"{{{provider},plugin="kro",digest="sha256:"#);
     assert!(metrics.contains(&format!("service_provider_host_plugin_call_duration_seconds_count{plan}")), "{metrics}");
     assert!(metrics.contains(r#"role="plugin",call="plan"} "#), "{metrics}");
     // The describe the plugin was loaded with, once.
@@ -60,14 +67,16 @@ async fn run_serves_probes_and_metrics_reconciles_and_stops_on_sigterm() {
 
 /// What a replica wrote to the onboarding cluster and how often it
 /// reconciled, from its own metrics.
-fn writes(replica: &Replica) -> (f64, f64) {
+fn writes(replica: &Replica, provider: &str) -> (f64, f64) {
     let metrics = replica.metrics();
     let onboarding_writes = ["PATCH", "PUT", "POST", "DELETE"]
         .iter()
         .map(|m| {
             counter(
                 &metrics,
-                &format!("service_provider_host_kube_requests_total{{cluster=\"onboarding\",method=\"{m}\""),
+                &format!(
+                    "service_provider_host_kube_requests_total{{provider=\"{provider}\",cluster=\"onboarding\",method=\"{m}\""
+                ),
             )
         })
         .sum();
@@ -95,9 +104,9 @@ async fn with_leader_election_every_replica_is_ready_and_only_the_leader_writes(
 
     f.create_kro("mcp-01", "v0.9.1").await;
     f.wait_ready("mcp-01").await;
-    let (leader_writes, leader_reconciles) = writes(&first);
+    let (leader_writes, leader_reconciles) = writes(&first, &f.provider);
     assert!(leader_writes > 0.0 && leader_reconciles > 0.0, "the leader did the work");
-    assert_eq!(writes(&second), (0.0, 0.0), "the standby neither reconciles nor writes");
+    assert_eq!(writes(&second, &f.provider), (0.0, 0.0), "the standby neither reconciles nor writes");
 
     // The leader dies without releasing the lease.
     assert!(!first.process.kill().success());
@@ -108,7 +117,7 @@ async fn with_leader_election_every_replica_is_ready_and_only_the_leader_writes(
     );
     f.patch_kro("mcp-01", json!({"spec": {"version": "v0.9.0"}})).await;
     f.wait_kro("mcp-01", "the new leader reconciles", |k| ready(k)["reason"] == "ReconcileError").await;
-    assert!(writes(&second).0 > 0.0, "the new leader writes");
+    assert!(writes(&second, &f.provider).0 > 0.0, "the new leader writes");
     assert!(second.terminate().success());
 }
 
@@ -374,7 +383,10 @@ async fn a_hostile_plugin_cannot_end_the_process() {
     assert!(replica.process.is_running(), "the process is still running");
     let metrics = replica.metrics();
     assert!(
-        metrics.contains("service_provider_host_reconcile_failures_total{category=\"plugin-timeout\"}"),
+        metrics.contains(&format!(
+            "service_provider_host_reconcile_failures_total{{provider=\"{}\",category=\"plugin-timeout\"}}",
+            f.provider
+        )),
         "{metrics}"
     );
     // Each bound that stopped a call, by the component's digest.

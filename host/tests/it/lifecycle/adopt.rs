@@ -139,7 +139,8 @@ async fn what_the_go_provider_left_is_taken_over_only_with_the_opt_in() {
     assert!(event.note.unwrap_or_default().contains(&format!("Secret {tenant}/{PULL} on the platform cluster")));
     let adopted = f.events("switched").await.into_iter().filter(|e| e.reason.as_deref() == Some("Adopted")).count();
     assert_eq!(adopted, 4, "AccessRequest, OCIRepository, HelmRelease, ControlPlane copy");
-    assert_eq!(f.metrics.encode().matches("adopted_objects_total 4").count(), 1, "{}", f.metrics.encode());
+    let adopted = format!("adopted_objects_total{{provider=\"{}\"}} 4", f.provider);
+    assert_eq!(f.metrics.encode().matches(&adopted).count(), 1, "{}", f.metrics.encode());
 
     // Written by another manager: never taken, whatever the opt-in.
     f.create_kro("foreign", "v0.9.1").await;
