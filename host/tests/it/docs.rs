@@ -102,3 +102,75 @@ async fn the_upgrade_preview_of_operations_md_runs_on_a_live_fleet() {
     service_provider_host::plugin::grant::Grant::parse(&grant).expect("a grant the host reads");
     assert!(run.terminate().success());
 }
+
+/// `deploy/README.md`'s standalone install, as written, on clusters of its
+/// own (its ProviderConfig `kro` is the cluster's one): `kubectl apply` of
+/// the namespace and RBAC, the init Job run to completion, the
+/// ProviderConfig, the Deployment rolled out; the kubelet's part is played
+/// by `tests/support`'s kubelet (the pods from the image, pulled from a
+/// registry, with their ServiceAccounts' tokens). Then a Kro goes Ready
+/// under the host it installed. The page's own substitutions: the image's
+/// registry `registry.example.com` is a local one (the files the commands
+/// apply are copied with it replaced), where the test pushed the image as
+/// its first block would.
+#[tokio::test]
+async fn the_standalone_install_of_deploy_readme_runs_as_written() {
+    use host_test_support::*;
+    let Some(image) = std::env::var("SERVICE_PROVIDER_HOST_IMAGE").ok().filter(|s| !s.is_empty()) else {
+        let required = std::env::var("SERVICE_PROVIDER_HOST_REQUIRE_IMAGE").is_ok_and(|v| v == "1");
+        assert!(!required, "SERVICE_PROVIDER_HOST_IMAGE is not set: build it with scripts/build-image.sh");
+        eprintln!("skipped: SERVICE_PROVIDER_HOST_IMAGE is not set (eval \"$(scripts/build-image.sh)\")");
+        return;
+    };
+    let storage = std::env::var("BUILDAH_STORAGE").unwrap_or_else(|_| "vfs".into());
+    let registry = host_test_support::oci::PluginRegistry::start().await;
+    let authfile = registry.docker_config().join("config.json");
+    let target = format!("docker://{}/platform/service-provider-host:0.2.0", registry.host());
+    let pushed = std::process::Command::new("buildah")
+        .args(process::buildah_globals(&storage, None))
+        .args(["push", "--quiet", "--tls-verify=false", "--authfile"])
+        .arg(&authfile)
+        .args([&image, &target])
+        .output()
+        .expect("buildah runs");
+    assert!(pushed.status.success(), "pushing the image: {}", String::from_utf8_lossy(&pushed.stderr));
+
+    let env: &'static testbed::TestEnv = Box::leak(Box::new(testbed::TestEnv::start().await.expect("clusters")));
+    let setup = Setup {
+        env: Some(env),
+        provider: Some("kro".into()),
+        pod_namespace: Some("service-provider-kro".into()),
+        ..Setup::default()
+    };
+    let f = Fixture::new_with(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }, setup).await;
+    let kubelet = host_test_support::kubelet::Kubelet::start(host_test_support::kubelet::Node {
+        platform: f.platform.clone(),
+        kubeconfig: env.platform.kubeconfig_yaml().to_string(),
+        namespace: "service-provider-kro".into(),
+        storage,
+        dir: registry.dir().join("kubelet"),
+        credentials: Some(authfile),
+    });
+
+    let dir = docs::scratch("docs-deploy-");
+    let substitutions = Substitutions::default().text("registry.example.com", registry.host());
+    docs::copy_tree(&["deploy", "examples"], dir.path(), &substitutions);
+    let mut blocks = docs::page("deploy/README.md");
+    eprintln!("docs: deploy/README.md skips {:?}", docs::skipped(&blocks));
+    // This test is the standalone section's; the openmcp section runs on
+    // openmcp-operator's landscape.
+    blocks.retain(|b| b.text.contains("deploy/standalone/"));
+    assert_eq!(blocks.len(), 1, "the standalone section has one block");
+    let reader = reader_env(&env.platform);
+    let run = tokio::task::spawn_blocking({
+        let (dir, substitutions) = (dir.path().to_path_buf(), substitutions.clone());
+        move || std::panic::catch_unwind(|| docs::run(&blocks, &dir, &reader, &substitutions))
+    });
+    if run.await.unwrap().is_err() {
+        panic!("the standalone install failed; {}", kubelet.diagnostics().await);
+    }
+
+    f.create_kro("mcp-01", "v0.9.4").await;
+    let ready = tokio::time::timeout(f.wait, f.wait_ready("mcp-01")).await;
+    assert!(ready.is_ok(), "a Kro under the host the page installed: {}", kubelet.diagnostics().await);
+}

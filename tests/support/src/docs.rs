@@ -140,7 +140,7 @@ pub fn run(blocks: &[Block], dir: &Path, env: &[(String, String)], substitutions
         .expect("bash runs");
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let failed = stderr.lines().filter_map(|l| l.strip_prefix("::docs ")).last().unwrap_or("before any block");
+        let failed = stderr.lines().rev().find_map(|l| l.strip_prefix("::docs ")).unwrap_or("before any block");
         panic!(
             "the documented commands of {failed} failed ({}):\n--- stdout\n{}\n--- stderr\n{stderr}\n--- script\n{script}",
             out.status,
@@ -153,6 +153,28 @@ pub fn run(blocks: &[Block], dir: &Path, env: &[(String, String)], substitutions
 /// A directory to run a page in: holds nothing, or what a test copies in.
 pub fn scratch(prefix: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(prefix).tempdir().expect("a scratch directory")
+}
+
+/// Copies the repository's directories `dirs` into `to`, with `replace`'s
+/// text substitutions in every file (the files a page's commands apply).
+pub fn copy_tree(dirs: &[&str], to: &Path, substitutions: &Substitutions) {
+    for dir in dirs {
+        let mut pending = vec![crate::plugins::root().join(dir)];
+        while let Some(at) = pending.pop() {
+            for entry in std::fs::read_dir(&at).unwrap_or_else(|e| panic!("{}: {e}", at.display())) {
+                let path = entry.unwrap().path();
+                let relative = path.strip_prefix(crate::plugins::root()).unwrap();
+                if path.is_dir() {
+                    std::fs::create_dir_all(to.join(relative)).unwrap();
+                    pending.push(path);
+                } else {
+                    std::fs::create_dir_all(to.join(relative).parent().unwrap()).unwrap();
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    std::fs::write(to.join(relative), substitutions.apply(&text)).unwrap();
+                }
+            }
+        }
+    }
 }
 
 /// `path` relative to the repository's root.

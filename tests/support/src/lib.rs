@@ -19,6 +19,7 @@ pub mod docs;
 pub mod fixture;
 pub mod go_provider;
 pub mod identity;
+pub mod kubelet;
 pub mod oci;
 pub mod parity;
 pub mod plugins;
