@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
 
+import oci.auth
 import oci.client
 import ocm
 import ocm.retrieve
@@ -37,7 +38,11 @@ def fail(message):
     sys.exit(1)
 
 
-def client_for(plain_http):
+def client_for(plain_http, docker_config=None):
+    """A registry client; with credentials from a docker `config.json` if named."""
+    credentials = {}
+    if docker_config:
+        credentials["credentials_lookup"] = oci.auth.docker_credentials_lookup(docker_cfg=docker_config)
     if plain_http:
         # The library builds https:// URLs (also in its token exchange); a
         # local test registry speaks plain HTTP.
@@ -46,8 +51,8 @@ def client_for(plain_http):
             return f"http://{host}/v2/"
 
         oci.client.base_api_url = base
-        return oci.client.Client(routes=oci.client.OciRoutes(base), max_retries=1)
-    return oci.client.Client(max_retries=2)
+        return oci.client.Client(routes=oci.client.OciRoutes(base), max_retries=1, **credentials)
+    return oci.client.Client(max_retries=2, **credentials)
 
 
 def component_reference(text):

@@ -67,11 +67,23 @@ struct Published {
 
 /// Publishes the image index, the signed plugin and the signed component
 /// (and a root referencing it) to `registry`, as `task release` does.
-async fn publish(registry: &PluginRegistry, (index, storage): &(String, String), registries: &Registries) -> Published {
+async fn publish(registry: &PluginRegistry, index: &(String, String), registries: &Registries) -> Published {
+    publish_version(registry, index, registries, VERSION, "1.0.0").await
+}
+
+/// [`publish`] as release `version` of the component, referenced by the
+/// landscape's root component `root_version`.
+async fn publish_version(
+    registry: &PluginRegistry,
+    (index, storage): &(String, String),
+    registries: &Registries,
+    version: &str,
+    root_version: &str,
+) -> Published {
     let host = registry.host().to_string();
     let authfile = registry.docker_config().join("config.json");
-    let digestfile = registry.dir().join("index.digest");
-    let target = format!("docker://{host}/service-provider-host:{VERSION}");
+    let digestfile = registry.dir().join(format!("index-{version}.digest"));
+    let target = format!("docker://{host}/service-provider-host:{version}");
     let authfile_arg = authfile.display().to_string();
     let digest_arg = digestfile.display().to_string();
     buildah(
@@ -90,14 +102,17 @@ async fn publish(registry: &PluginRegistry, (index, storage): &(String, String),
         ],
     );
     let index_digest = std::fs::read_to_string(&digestfile).unwrap().trim().to_string();
-    let image = format!("{host}/service-provider-host:{VERSION}@{index_digest}");
+    let image = format!("{host}/service-provider-host:{version}@{index_digest}");
 
     let plugin = registry.publish(
         Path::new(env!("CARGO_BIN_EXE_service-provider-host")),
         &plugins::plugin_path(KRO),
         "plugins/kro",
     );
-    registry.sign(&plugin, false);
+    // A later release of the same plugin bytes carries the same signature.
+    if version == VERSION {
+        registry.sign(&plugin, false);
+    }
     let plugin = plugin.trim_start_matches("oci://").to_string();
 
     let crds: Vec<(String, Vec<u8>)> =
@@ -110,7 +125,7 @@ async fn publish(registry: &PluginRegistry, (index, storage): &(String, String),
     let cosign_key = std::fs::read_to_string(registry.key()).unwrap();
     let base = format!("{host}/components");
     let parts = Parts {
-        at: ComponentRef::new(&base, COMPONENT, VERSION).unwrap(),
+        at: ComponentRef::new(&base, COMPONENT, version).unwrap(),
         image,
         plugin_signature: component::signature_of(registries, &plugin).await.expect("the plugin's signature"),
         config: component::config(&plugin, &cosign_key).unwrap(),
@@ -120,8 +135,8 @@ async fn publish(registry: &PluginRegistry, (index, storage): &(String, String),
     let (private, public) = release::sign::generate().unwrap();
     component::publish(registries, &parts, &private, "service-provider-host").await.expect("the component is pushed");
 
-    let root = ComponentRef::new(&base, ROOT, "1.0.0").unwrap();
-    let reference = ("service-provider-kro".to_string(), COMPONENT.to_string(), VERSION.to_string());
+    let root = ComponentRef::new(&base, ROOT, root_version).unwrap();
+    let reference = ("service-provider-kro".to_string(), COMPONENT.to_string(), version.to_string());
     let root_descriptor = component::root(&root, &[reference]).unwrap();
     repository::push(registries, &root, &root_descriptor, &[]).await.expect("the root is pushed");
     Published { root, ocm_public_key: public }
@@ -237,6 +252,58 @@ impl Kubelet<'_> {
         let launcher =
             Launcher::Image { image: image_id.into(), storage: self.storage.into(), root: Some(self.root()) };
         launcher.command_with(&args, kubeconfig, &env, &mounts)
+    }
+}
+
+impl Kubelet<'_> {
+    /// Runs the init Job openmcp-operator made for the ServiceProvider's
+    /// current generation (the Job's image pulled from the registry), marks
+    /// it succeeded, and returns init's log.
+    async fn run_init(&self, f: &Fixture, image: &str) -> String {
+        let providers: Api<DynamicObject> =
+            Api::all_with(f.platform.clone(), &service_provider_host::controller::init::service_provider_resource());
+        let generation = providers.get(&f.provider).await.expect("the ServiceProvider").metadata.generation;
+        let generation = generation.unwrap_or_default().to_string();
+        let jobs: Api<Job> = Api::namespaced(f.platform.clone(), SYSTEM_NAMESPACE);
+        let job_name = format!("sp-{}-init", f.provider);
+        let job = eventually(&format!("the init Job of generation {generation}"), WAIT, || async {
+            let job = jobs.get_opt(&job_name).await.unwrap()?;
+            let annotations = job.metadata.annotations.clone().unwrap_or_default();
+            (annotations.get("openmcp.cloud/provider-generation") == Some(&generation)).then_some(job)
+        })
+        .await;
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.containers[0].image.as_deref(), Some(image), "openmcp-operator runs the component's image");
+        let image_id = self.pull(&pod, image).await;
+        let kubeconfig = f.env.platform.kubeconfig_path();
+        let pod_name = format!("init-{generation}");
+        let out = self.command(&pod, &image_id, &pod_name, &kubeconfig).await.output().await;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "init from the component: {stderr}\n{}", f.openmcp.diagnostics());
+        jobs.patch_status(&job_name, &PatchParams::default(), &Patch::Merge(&json!({"status": {"succeeded": 1}})))
+            .await
+            .expect("Job status");
+        stderr
+    }
+
+    /// Starts the Deployment's pod once openmcp-operator runs `image` in it;
+    /// returns it (stopped on drop) and its log.
+    async fn run_deployment(&self, f: &Fixture, image: &str) -> (host_test_support::process::Running, PathBuf) {
+        let deployments: Api<Deployment> = Api::namespaced(f.platform.clone(), SYSTEM_NAMESPACE);
+        let name = format!("sp-{}", f.provider);
+        let deployment = eventually(&format!("the Deployment running {image}"), WAIT, || async {
+            let deployment = deployments.get_opt(&name).await.unwrap()?;
+            let pod = deployment.spec.template.spec.as_ref()?;
+            (pod.containers[0].image.as_deref() == Some(image)).then_some(deployment)
+        })
+        .await;
+        let pod = deployment.spec.template.spec.unwrap();
+        let image_id = self.pull(&pod, image).await;
+        let pod_name = unique("run");
+        let log = self.dir.join(format!("{pod_name}.log"));
+        let kubeconfig = f.env.platform.kubeconfig_path();
+        let running = self.command(&pod, &image_id, &pod_name, &kubeconfig).await.spawn(Some(&log));
+        (running, log)
     }
 }
 
@@ -426,4 +493,223 @@ async fn a_transferred_component_installs_from_the_mirror_with_the_first_registr
     drop(first);
     install(&Published { root, ocm_public_key: published.ocm_public_key }, &registries, (&mirror, &base), &index.1)
         .await;
+}
+
+/// A landscape as openmcp's bootstrapper leaves it before a provider is
+/// installed: openmcp-operator and the test cluster provider, the Flux chain
+/// with kustomize-controller, and no CRD of this project on any cluster.
+/// Started for one test, kept for the binary's life (its exit hook stops it).
+struct Landscape {
+    openmcp: &'static testbed::openmcp::OpenMcp,
+    flux: &'static testbed::RealFlux,
+}
+
+impl Landscape {
+    async fn start() -> Landscape {
+        let options = testbed::EnvOptions { project_crds: false };
+        let openmcp = testbed::openmcp::OpenMcp::start_with(options).await.expect("openmcp-operator");
+        let openmcp: &'static _ = Box::leak(Box::new(openmcp));
+        let flux_options = testbed::RealFluxOptions { kustomize_controller: true, ..Default::default() };
+        let flux = testbed::RealFlux::start(&openmcp.env.platform, flux_options).await.expect("the Flux chain");
+        Landscape { openmcp, flux: Box::leak(Box::new(flux)) }
+    }
+
+    /// What the bootstrapper commits for `provider` from `root`, read with
+    /// Gardener's OCM library (`tools/release/bootstrap.py`), pushed as the
+    /// GitOps repository's next revision `revision`; Flux applies it.
+    async fn commit(&self, registry: &PluginRegistry, root: &ComponentRef, config: &Value, revision: &str) -> PathBuf {
+        let dir = registry.dir().join(format!("gitops-{revision}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config_file = dir.with_extension("config.yaml");
+        std::fs::write(&config_file, serde_json::to_string(config).unwrap()).unwrap();
+        let venv = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cached-tool.sh"))
+            .args(["pypi", "gardener-ocm", "1.2863.0"])
+            .output()
+            .expect("cached-tool.sh runs");
+        assert!(venv.status.success(), "gardener-ocm: {}", String::from_utf8_lossy(&venv.stderr));
+        let python = PathBuf::from(String::from_utf8_lossy(&venv.stdout).trim()).join("bin/python");
+        let root_text = format!("{}//{}:{}", root.base, root.name, root.version);
+        let out = Command::new(python)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/release/bootstrap.py"))
+            .args(["--plain-http", "--provider", "kro", "--image-pull-secret", LANDSCAPE_PULL_SECRET])
+            .arg("--docker-config")
+            .arg(registry.docker_config().join("config.json"))
+            .args(["--root", &root_text])
+            .arg("--config")
+            .arg(&config_file)
+            .arg("--out")
+            .arg(&dir)
+            .output()
+            .expect("bootstrap.py runs");
+        assert!(out.status.success(), "bootstrap.py: {}", String::from_utf8_lossy(&out.stderr));
+        let crds: Vec<String> = std::fs::read_dir(dir.join("resources/openmcp/crds"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(crds, ["kro.services.open-control-plane.io_providerconfigs.yaml"], "only the platform's CRDs");
+
+        let registry = self.flux.registry();
+        registry.push_flux_artifact("landscape/gitops", revision, &dir).await.expect("the GitOps revision pushed");
+        let platform = self.openmcp.env.platform.client().await.unwrap();
+        let secrets: Api<Secret> = Api::namespaced(platform.clone(), "flux-system");
+        let secret = registry.pull_secret("gitops-registry", "flux-system");
+        secrets
+            .patch("gitops-registry", &PatchParams::apply("landscape").force(), &Patch::Apply(&secret))
+            .await
+            .unwrap();
+        let apply = |kind: &str, plural: &str, api_version: &str, spec: Value| {
+            let platform = platform.clone();
+            let resource = service_provider_host::resource::api_resource(api_version, kind, plural);
+            let object = json!({
+                "apiVersion": api_version, "kind": kind,
+                "metadata": {"name": "bootstrap", "namespace": "flux-system"}, "spec": spec,
+            });
+            async move {
+                let api: Api<DynamicObject> = Api::namespaced_with(platform, "flux-system", &resource);
+                let object: DynamicObject = serde_json::from_value(object).unwrap();
+                api.patch("bootstrap", &PatchParams::apply("landscape").force(), &Patch::Apply(&object)).await.unwrap();
+            }
+        };
+        let url = format!("oci://{}/landscape/gitops", registry.host());
+        let source = json!({"url": url, "ref": {"tag": revision}, "interval": "1m", "insecure": true,
+                            "secretRef": {"name": "gitops-registry"}});
+        apply("OCIRepository", "ocirepositories", "source.toolkit.fluxcd.io/v1", source).await;
+        // The bootstrapper's Kustomization: prune, from the repository's
+        // environment folder.
+        let kustomization = json!({"interval": "1m", "prune": true, "path": "./resources/openmcp",
+                                   "sourceRef": {"kind": "OCIRepository", "name": "bootstrap"}});
+        apply("Kustomization", "kustomizations", "kustomize.toolkit.fluxcd.io/v1", kustomization).await;
+        let resource = service_provider_host::resource::api_resource(
+            "kustomize.toolkit.fluxcd.io/v1",
+            "Kustomization",
+            "kustomizations",
+        );
+        let kustomizations: Api<DynamicObject> = Api::namespaced_with(platform, "flux-system", &resource);
+        eventually(&format!("Flux applied revision {revision}"), WAIT, || async {
+            let k = serde_json::to_value(kustomizations.get("bootstrap").await.unwrap()).unwrap();
+            let applied = k["status"]["lastAppliedRevision"].as_str().unwrap_or_default().to_string();
+            (applied.starts_with(&format!("{revision}@")) && host_test_support::real_flux::flux_ready(&k)).then_some(())
+        })
+        .await;
+        dir
+    }
+}
+
+/// The pull Secret a landscape names in its bootstrapper config
+/// (`imagePullSecrets`): in `openmcp-system` before the bootstrapper runs.
+const LANDSCAPE_PULL_SECRET: &str = "landscape-registry";
+
+/// The field managers that wrote `crd`'s content (not its status).
+async fn crd_writers(platform: &kube::Client, crd: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(platform.clone());
+    let live = api.get(crd).await.expect("the CRD");
+    let mut writers: Vec<String> = live
+        .metadata
+        .managed_fields
+        .into_iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|m| m.manager)
+        .collect();
+    writers.sort();
+    writers.dedup();
+    writers
+}
+
+/// The install as openmcp's bootstrapper does it, end to end, on clusters
+/// where nothing of this project is installed: the component published, the
+/// landscape's root component read with Gardener's OCM library into the
+/// GitOps tree the bootstrapper commits, kustomize-controller applying the
+/// platform CRDs and the ServiceProvider from it, openmcp-operator running
+/// `init` and `run` from the image (the kubelet's part played with
+/// buildah), a Kro Ready through the real source- and helm-controller. Then
+/// the next component version through the same path: Flux applies it,
+/// openmcp-operator runs `init` again, the instance stays Ready.
+#[tokio::test]
+async fn a_kro_is_installed_and_upgraded_through_openmcps_bootstrapper() {
+    let Some(index) = index() else { return };
+    let registry = PluginRegistry::start().await;
+    let registries = registries_for(&[&registry]);
+    let (landscape, first) =
+        tokio::join!(Landscape::start(), publish_version(&registry, &index, &registries, VERSION, "1.0.0"));
+    let platform = landscape.openmcp.env.platform.client().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(platform.clone(), SYSTEM_NAMESPACE);
+    secrets
+        .create(&PostParams::default(), &registry.registry.pull_secret(LANDSCAPE_PULL_SECRET, SYSTEM_NAMESPACE))
+        .await
+        .expect("the landscape's pull Secret");
+    let crd = "providerconfigs.kro.services.open-control-plane.io";
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(platform.clone());
+    assert!(crds.get_opt(crd).await.unwrap().is_none(), "no CRD of this project before the install");
+
+    // The platform team's bootstrapper config for the provider: the
+    // component's configuration, with the landscape's registry access.
+    let provider = landscape::resolve(&registries, &first.root, "service-provider-kro").await.unwrap();
+    let config = landscape_config(
+        landscape::config(&registries, &provider).await.unwrap(),
+        registry.host(),
+        LANDSCAPE_PULL_SECRET,
+    );
+    landscape.commit(&registry, &first.root, &config, "1").await;
+    assert_eq!(crd_writers(&platform, crd).await, ["kustomize-controller"], "Flux applied the platform CRD");
+
+    let setup = Setup {
+        env: Some(&landscape.openmcp.env),
+        openmcp: Some(landscape.openmcp),
+        real_flux: Some(landscape.flux),
+        pod_namespace: Some(SYSTEM_NAMESPACE.into()),
+        provider: Some("kro".into()),
+        ..Setup::default()
+    };
+    let f = Fixture::with_real_flux_setup(&["mcp-01"], setup).await;
+    let dir = registry.dir().join("kubelet-bootstrap");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubelet = Kubelet { platform: &f.platform, storage: &index.1, dir, namespace: &f.ns };
+
+    // init from the image, as openmcp-operator's Job runs it: the CRD Flux
+    // applied is this release's, so init co-owns it.
+    let image = landscape::image(&provider.stored.descriptor).unwrap();
+    let init = kubelet.run_init(&f, &image).await;
+    assert!(init.contains("CRD co-owned"), "{init}");
+    assert_eq!(crd_writers(&platform, crd).await, ["kustomize-controller", "service-provider-host/kro"]);
+    let run = kubelet.run_deployment(&f, &image).await;
+
+    f.registry_credentials("chart-pull", None).await;
+    let mut version = f.registry_version("v0.9.1", "0.9.1");
+    version["chartPullSecret"] = json!("chart-pull");
+    f.provider_config(json!([version])).await;
+    f.create_kro("mcp-01", "v0.9.1").await;
+    let log_text = |log: &Path| std::fs::read_to_string(log).unwrap_or_default();
+    let ready = tokio::time::timeout(f.wait, f.wait_ready("mcp-01")).await;
+    assert!(
+        ready.is_ok(),
+        "run from the component: {}\n{}\n{}",
+        log_text(&run.1),
+        f.openmcp.diagnostics(),
+        landscape.flux.log_tails(30)
+    );
+    assert!(f.kro_deployment().await.is_some(), "helm-controller installed kro on the ControlPlane");
+
+    // The next release, through the same path.
+    let second = publish_version(&registry, &index, &registries, "0.0.1-test", "1.0.1").await;
+    landscape.commit(&registry, &second.root, &config, "2").await;
+    let sp: Api<DynamicObject> =
+        Api::all_with(platform.clone(), &service_provider_host::controller::init::service_provider_resource());
+    let image =
+        serde_json::to_value(sp.get("kro").await.unwrap()).unwrap()["spec"]["image"].as_str().unwrap().to_string();
+    assert!(image.contains(":0.0.1-test@sha256:"), "Flux applied the new ServiceProvider: {image}");
+    drop(run);
+    let init = kubelet.run_init(&f, &image).await;
+    assert!(!init.contains("Conflict"), "{init}");
+    assert_eq!(crd_writers(&platform, crd).await, ["kustomize-controller", "service-provider-host/kro"]);
+    let run = kubelet.run_deployment(&f, &image).await;
+    f.wait_ready("mcp-01").await;
+    f.delete_kro("mcp-01").await;
+    let gone = tokio::time::timeout(f.wait, f.wait_gone("mcp-01")).await;
+    assert!(gone.is_ok(), "deletion after the upgrade: {}", log_text(&run.1));
+    let _ = std::fs::remove_dir_all(&kubelet.dir);
 }
