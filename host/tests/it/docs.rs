@@ -150,6 +150,7 @@ async fn the_standalone_install_of_deploy_readme_runs_as_written() {
         storage,
         dir: registry.dir().join("kubelet"),
         credentials: Some(authfile),
+        only: Vec::new(),
     });
 
     let dir = docs::scratch("docs-deploy-");
@@ -173,4 +174,76 @@ async fn the_standalone_install_of_deploy_readme_runs_as_written() {
     f.create_kro("mcp-01", "v0.9.4").await;
     let ready = tokio::time::timeout(f.wait, f.wait_ready("mcp-01")).await;
     assert!(ready.is_ok(), "a Kro under the host the page installed: {}", kubelet.diagnostics().await);
+}
+
+/// `deploy/README.md`'s install through openmcp, as written, on
+/// openmcp-operator v1.3.0: the ServiceProvider applied and waited for
+/// until openmcp reports it Ready (its init Job and Deployment run by
+/// `tests/support`'s kubelet, from the image in a registry, with openmcp's
+/// own ServiceAccounts), the chart pull Secret and the ProviderConfig
+/// created; then a Kro goes Ready under it. The substitution: the image's
+/// registry `registry.example.com` is a local one.
+#[tokio::test]
+async fn the_openmcp_install_of_deploy_readme_runs_as_written() {
+    use host_test_support::*;
+    let Some(image) = std::env::var("SERVICE_PROVIDER_HOST_IMAGE").ok().filter(|s| !s.is_empty()) else {
+        let required = std::env::var("SERVICE_PROVIDER_HOST_REQUIRE_IMAGE").is_ok_and(|v| v == "1");
+        assert!(!required, "SERVICE_PROVIDER_HOST_IMAGE is not set: build it with scripts/build-image.sh");
+        eprintln!("skipped: SERVICE_PROVIDER_HOST_IMAGE is not set (eval \"$(scripts/build-image.sh)\")");
+        return;
+    };
+    let storage = std::env::var("BUILDAH_STORAGE").unwrap_or_else(|_| "vfs".into());
+    let registry = host_test_support::oci::PluginRegistry::start().await;
+    let authfile = registry.docker_config().join("config.json");
+    let target = format!("docker://{}/platform/service-provider-host:0.2.0", registry.host());
+    let pushed = std::process::Command::new("buildah")
+        .args(process::buildah_globals(&storage, None))
+        .args(["push", "--quiet", "--tls-verify=false", "--authfile"])
+        .arg(&authfile)
+        .args([&image, &target])
+        .output()
+        .expect("buildah runs");
+    assert!(pushed.status.success(), "pushing the image: {}", String::from_utf8_lossy(&pushed.stderr));
+
+    // openmcp-operator on clusters of its own: the ServiceProvider's `run`
+    // reconciles every Kro of its onboarding cluster.
+    let openmcp = testbed::openmcp::OpenMcp::start().await.expect("openmcp-operator");
+    let openmcp: &'static testbed::openmcp::OpenMcp = Box::leak(Box::new(openmcp));
+    let setup = Setup {
+        env: Some(&openmcp.env),
+        openmcp: Some(openmcp),
+        provider: Some("kro".into()),
+        pod_namespace: Some(testbed::openmcp::SYSTEM_NAMESPACE.into()),
+        ..Setup::default()
+    };
+    let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
+    let f = Fixture::new_with(options, setup).await;
+    let kubelet = host_test_support::kubelet::Kubelet::start(host_test_support::kubelet::Node {
+        platform: f.platform.clone(),
+        kubeconfig: openmcp.env.platform.kubeconfig_yaml().to_string(),
+        namespace: testbed::openmcp::SYSTEM_NAMESPACE.into(),
+        storage,
+        dir: registry.dir().join("kubelet"),
+        credentials: Some(authfile),
+        only: vec!["sp-kro-init".into(), "sp-kro".into()],
+    });
+
+    let dir = docs::scratch("docs-deploy-openmcp-");
+    let substitutions = Substitutions::default().text("registry.example.com", registry.host());
+    docs::copy_tree(&["deploy", "examples"], dir.path(), &substitutions);
+    let mut blocks = docs::page("deploy/README.md");
+    blocks.retain(|b| b.text.contains("deploy/openmcp/"));
+    assert_eq!(blocks.len(), 1, "the openmcp section has one block");
+    let reader = reader_env(&openmcp.env.platform);
+    let run = tokio::task::spawn_blocking({
+        let (dir, substitutions) = (dir.path().to_path_buf(), substitutions.clone());
+        move || std::panic::catch_unwind(|| docs::run(&blocks, &dir, &reader, &substitutions))
+    });
+    if run.await.unwrap().is_err() {
+        panic!("the install through openmcp failed; {}\n{}", kubelet.diagnostics().await, f.openmcp.diagnostics());
+    }
+
+    f.create_kro("mcp-01", "v0.9.4").await;
+    let ready = tokio::time::timeout(f.wait, f.wait_ready("mcp-01")).await;
+    assert!(ready.is_ok(), "a Kro under the host openmcp deployed: {}", kubelet.diagnostics().await);
 }

@@ -63,6 +63,9 @@ pub struct Node {
     /// The node's own registry credentials (a docker `config.json`), as a
     /// kubelet may have besides a pod's `imagePullSecrets`.
     pub credentials: Option<PathBuf>,
+    /// Only the Jobs and Deployments of these names (none: all of the
+    /// namespace), where other tests run pods of their own there.
+    pub only: Vec<String>,
 }
 
 impl Kubelet {
@@ -99,7 +102,11 @@ impl Drop for Kubelet {
 
 async fn round(node: &Node, state: &Arc<Mutex<State>>) -> Result<(), String> {
     let jobs: Api<Job> = Api::namespaced(node.platform.clone(), &node.namespace);
+    let ours = |name: &str| node.only.is_empty() || node.only.iter().any(|n| n == name);
     for job in jobs.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items {
+        if !ours(&job.name_any()) {
+            continue;
+        }
         let uid = job.uid().unwrap_or_default();
         let done = job.status.as_ref().is_some_and(|s| s.succeeded.unwrap_or(0) > 0 || s.failed.unwrap_or(0) > 0);
         if done || state.lock().await.jobs.contains_key(&uid) {
@@ -118,6 +125,9 @@ async fn round(node: &Node, state: &Arc<Mutex<State>>) -> Result<(), String> {
     let deployments: Api<Deployment> = Api::namespaced(node.platform.clone(), &node.namespace);
     for deployment in deployments.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items {
         let name = deployment.name_any();
+        if !ours(&name) {
+            continue;
+        }
         let generation = deployment.metadata.generation.unwrap_or(0);
         if state.lock().await.deployments.get(&name).is_some_and(|(g, _)| *g == generation) {
             continue;
