@@ -166,8 +166,7 @@ async fn run(n: usize, host_binary: &Path) -> anyhow::Result<()> {
     let plugin = host_test_support::plugins::plugin_path(host_test_support::plugins::KRO);
     let args = ["--plugin".into(), plugin.into_os_string()];
     let _host = bench_host(host_binary, &env, (PROVIDER, POD_NAMESPACE), port, &args, &[("ADOPT_FROM", GO_PROVIDER)]);
-    let adopted_total =
-        |port| metrics(port).map(|m| m.get(ADOPTED).copied().unwrap_or_default());
+    let adopted_total = |port| metrics(port).map(|m| m.get(ADOPTED).copied().unwrap_or_default());
     let took = loop {
         let ready = phases.lock().expect("not poisoned").now.values().filter(|p| *p == "Ready").count();
         // Each instance's AccessRequest, OCIRepository and HelmRelease.

@@ -314,7 +314,9 @@ mod tests {
         assert_eq!(m.writes("control-plane"), 0);
         let text = m.encode();
         assert!(
-            text.contains("service_provider_host_kube_requests_total{provider=\"kro-eu\",cluster=\"platform\",method=\"PATCH\"} 2"),
+            text.contains(
+                "service_provider_host_kube_requests_total{provider=\"kro-eu\",cluster=\"platform\",method=\"PATCH\"} 2"
+            ),
             "{text}"
         );
     }
@@ -351,10 +353,15 @@ mod tests {
         assert_eq!(m.failures(Label::PluginTimeout), 1);
         let text = m.encode();
         assert!(
-            text.contains("service_provider_host_reconcile_failures_total{provider=\"kro-eu\",category=\"plugin-timeout\"} 1"),
+            text.contains(
+                "service_provider_host_reconcile_failures_total{provider=\"kro-eu\",category=\"plugin-timeout\"} 1"
+            ),
             "{text}"
         );
-        assert!(text.contains("service_provider_host_reconciles_total{provider=\"kro-eu\",outcome=\"applied\"} 1"), "{text}");
+        assert!(
+            text.contains("service_provider_host_reconciles_total{provider=\"kro-eu\",outcome=\"applied\"} 1"),
+            "{text}"
+        );
         let plan = r#"provider="kro-eu",plugin="kro",digest="sha256:ab",role="canary",call="plan""#;
         for series in
             ["plugin_call_duration_seconds_count", "plugin_call_memory_bytes_count", "plugin_call_output_bytes_count"]

@@ -472,7 +472,8 @@ async fn the_plugin_guides_path_runs_as_written() {
     let out = docs::run(&blocks, author.path(), &author.env, &substitutions);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("conformant"), "plugin test passed: {stdout}");
-    let grant = std::fs::read_to_string(author.path().join("greeter/greeter-grant.yaml")).expect("the grant handed over");
+    let grant =
+        std::fs::read_to_string(author.path().join("greeter/greeter-grant.yaml")).expect("the grant handed over");
     assert!(grant.contains("digest: sha256:"), "{grant}");
     let reference = format!("oci://{}/plugins/greeter@sha256:", registry.host());
     assert!(stdout.contains(&reference), "the pinned reference printed: {stdout}");

@@ -38,7 +38,8 @@ async fn the_rollback_of_migrating_md_removes_only_kros_copies() {
     let cluster = Cluster::start(ClusterOptions::new("docs")).await.expect("a cluster");
     let client = cluster.client().await.unwrap();
     let tenant = "mcp--docs";
-    let ns = Namespace { metadata: ObjectMeta { name: Some(tenant.into()), ..Default::default() }, ..Default::default() };
+    let ns =
+        Namespace { metadata: ObjectMeta { name: Some(tenant.into()), ..Default::default() }, ..Default::default() };
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), tenant);
     for (name, provider) in [("sp-kro-registry", Some("kro")), ("sp-flux-registry", Some("flux")), ("tenant-own", None)]
@@ -73,7 +74,8 @@ async fn the_rollback_of_migrating_md_removes_only_kros_copies() {
 async fn the_upgrade_preview_of_operations_md_runs_on_a_live_fleet() {
     use host_test_support::plugins::{self, KRO, KRO_NEXT};
     use host_test_support::*;
-    let setup = Setup { provider: Some("kro".into()), pod_namespace: Some("openmcp-system".into()), ..Setup::default() };
+    let setup =
+        Setup { provider: Some("kro".into()), pod_namespace: Some("openmcp-system".into()), ..Setup::default() };
     let options = Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false };
     let f = Fixture::new_with(options, setup).await;
     f.provider_config(serde_json::json!([version("v0.9.1", "0.9.1")])).await;
@@ -142,7 +144,8 @@ async fn the_standalone_install_of_deploy_readme_runs_as_written() {
         pod_namespace: Some("service-provider-kro".into()),
         ..Setup::default()
     };
-    let f = Fixture::new_with(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }, setup).await;
+    let f =
+        Fixture::new_with(Options { instances: vec!["mcp-01".into()], flux_ready: true, workload: false }, setup).await;
     let kubelet = host_test_support::kubelet::Kubelet::start(host_test_support::kubelet::Node {
         platform: f.platform.clone(),
         kubeconfig: env.platform.kubeconfig_yaml().to_string(),

@@ -342,8 +342,10 @@ async fn a_canary_reconciles_its_cohort_and_is_halted_when_it_fails() {
         let what = format!("{name}'s objects");
         eventually(&what, f.wait, || async { (flux_of(&f, name).await == expected).then_some(()) }).await;
     }
-    let running =
-        format!("service_provider_host_plugin_halted{{provider=\"{}\",plugin=\"kro\",digest=\"{digest}\",role=\"canary\"}} 0", f.provider);
+    let running = format!(
+        "service_provider_host_plugin_halted{{provider=\"{}\",plugin=\"kro\",digest=\"{digest}\",role=\"canary\"}} 0",
+        f.provider
+    );
     assert!(f.metrics.encode().contains(&running), "{}", f.metrics.encode());
 
     // The cohort moves to the version the canary's plans are refused for.

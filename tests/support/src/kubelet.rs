@@ -143,9 +143,7 @@ async fn round(node: &Node, state: &Arc<Mutex<State>>) -> Result<(), String> {
         }
         state.lock().await.deployments.insert(name.clone(), (generation, pods));
         let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let condition = |kind: &str, reason: &str| {
-            json!({"type": kind, "status": "True", "reason": reason, "lastUpdateTime": now, "lastTransitionTime": now})
-        };
+        let condition = |kind: &str, reason: &str| json!({"type": kind, "status": "True", "reason": reason, "lastUpdateTime": now, "lastTransitionTime": now});
         let status = json!({"status": {
             "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
             "readyReplicas": replicas, "availableReplicas": replicas,
@@ -169,7 +167,8 @@ async fn run_job(node: &Node, name: &str, spec: Option<PodSpec>) -> Result<(), S
     let out = launched.output().await;
     std::fs::write(&log, &out.stderr).map_err(|e| e.to_string())?;
     let ended = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let condition = |kind: &str| json!({"type": kind, "status": "True", "lastProbeTime": ended, "lastTransitionTime": ended});
+    let condition =
+        |kind: &str| json!({"type": kind, "status": "True", "lastProbeTime": ended, "lastTransitionTime": ended});
     let status = match out.status.success() {
         true => json!({"status": {
             "startTime": started, "completionTime": ended, "succeeded": 1, "active": 0,

@@ -48,7 +48,9 @@ pub enum NewError {
         "{name:?} cannot name a plugin: use 1 to 40 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"
     )]
     Name { name: String },
-    #[error("{group:?} is not an API group: a DNS subdomain of lowercase letters, digits, '-' and '.' with at least one '.'")]
+    #[error(
+        "{group:?} is not an API group: a DNS subdomain of lowercase letters, digits, '-' and '.' with at least one '.'"
+    )]
     Group { group: String },
     #[error("{} exists and is not empty; choose another directory (--dir)", path.display())]
     NotEmpty { path: PathBuf },
