@@ -601,24 +601,6 @@ impl Landscape {
 /// (`imagePullSecrets`): in `openmcp-system` before the bootstrapper runs.
 const LANDSCAPE_PULL_SECRET: &str = "landscape-registry";
 
-/// The field managers that wrote `crd`'s content (not its status).
-async fn crd_writers(platform: &kube::Client, crd: &str) -> Vec<String> {
-    let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-        Api::all(platform.clone());
-    let live = api.get(crd).await.expect("the CRD");
-    let mut writers: Vec<String> = live
-        .metadata
-        .managed_fields
-        .into_iter()
-        .flatten()
-        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
-        .filter_map(|m| m.manager)
-        .collect();
-    writers.sort();
-    writers.dedup();
-    writers
-}
-
 /// The install as openmcp's bootstrapper does it, end to end, on clusters
 /// where nothing of this project is installed: the component published, the
 /// landscape's root component read with Gardener's OCM library into the

@@ -105,6 +105,41 @@ async fn the_upgrade_preview_of_operations_md_runs_on_a_live_fleet() {
     assert!(run.terminate().success());
 }
 
+/// Where deploy/README.md's pages pull the image from: a local registry
+/// holding this machine's image (`SERVICE_PROVIDER_HOST_IMAGE`, from
+/// scripts/build-image.sh) as `registry.example.com/platform/service-provider-host:0.2.0`
+/// would, as the page's first block pushes it. `None` (the test passes
+/// with a note) without the image, unless CI requires it.
+struct Published {
+    registry: host_test_support::oci::PluginRegistry,
+    /// The registry's credentials, a docker `config.json`.
+    authfile: std::path::PathBuf,
+    /// buildah's storage driver.
+    storage: String,
+}
+
+async fn image_in_a_registry() -> Option<Published> {
+    let Some(image) = std::env::var("SERVICE_PROVIDER_HOST_IMAGE").ok().filter(|s| !s.is_empty()) else {
+        let required = std::env::var("SERVICE_PROVIDER_HOST_REQUIRE_IMAGE").is_ok_and(|v| v == "1");
+        assert!(!required, "SERVICE_PROVIDER_HOST_IMAGE is not set: build it with scripts/build-image.sh");
+        eprintln!("skipped: SERVICE_PROVIDER_HOST_IMAGE is not set (eval \"$(scripts/build-image.sh)\")");
+        return None;
+    };
+    let storage = std::env::var("BUILDAH_STORAGE").unwrap_or_else(|_| "vfs".into());
+    let registry = host_test_support::oci::PluginRegistry::start().await;
+    let authfile = registry.docker_config().join("config.json");
+    let target = format!("docker://{}/platform/service-provider-host:0.2.0", registry.host());
+    let pushed = std::process::Command::new("buildah")
+        .args(host_test_support::process::buildah_globals(&storage, None))
+        .args(["push", "--quiet", "--tls-verify=false", "--authfile"])
+        .arg(&authfile)
+        .args([&image, &target])
+        .output()
+        .expect("buildah runs");
+    assert!(pushed.status.success(), "pushing the image: {}", String::from_utf8_lossy(&pushed.stderr));
+    Some(Published { registry, authfile, storage })
+}
+
 /// `deploy/README.md`'s standalone install, as written, on clusters of its
 /// own (its ProviderConfig `kro` is the cluster's one): `kubectl apply` of
 /// the namespace and RBAC, the init Job run to completion, the
@@ -118,24 +153,7 @@ async fn the_upgrade_preview_of_operations_md_runs_on_a_live_fleet() {
 #[tokio::test]
 async fn the_standalone_install_of_deploy_readme_runs_as_written() {
     use host_test_support::*;
-    let Some(image) = std::env::var("SERVICE_PROVIDER_HOST_IMAGE").ok().filter(|s| !s.is_empty()) else {
-        let required = std::env::var("SERVICE_PROVIDER_HOST_REQUIRE_IMAGE").is_ok_and(|v| v == "1");
-        assert!(!required, "SERVICE_PROVIDER_HOST_IMAGE is not set: build it with scripts/build-image.sh");
-        eprintln!("skipped: SERVICE_PROVIDER_HOST_IMAGE is not set (eval \"$(scripts/build-image.sh)\")");
-        return;
-    };
-    let storage = std::env::var("BUILDAH_STORAGE").unwrap_or_else(|_| "vfs".into());
-    let registry = host_test_support::oci::PluginRegistry::start().await;
-    let authfile = registry.docker_config().join("config.json");
-    let target = format!("docker://{}/platform/service-provider-host:0.2.0", registry.host());
-    let pushed = std::process::Command::new("buildah")
-        .args(process::buildah_globals(&storage, None))
-        .args(["push", "--quiet", "--tls-verify=false", "--authfile"])
-        .arg(&authfile)
-        .args([&image, &target])
-        .output()
-        .expect("buildah runs");
-    assert!(pushed.status.success(), "pushing the image: {}", String::from_utf8_lossy(&pushed.stderr));
+    let Some(Published { registry, authfile, storage }) = image_in_a_registry().await else { return };
 
     let env: &'static testbed::TestEnv = Box::leak(Box::new(testbed::TestEnv::start().await.expect("clusters")));
     let setup = Setup {
@@ -189,24 +207,7 @@ async fn the_standalone_install_of_deploy_readme_runs_as_written() {
 #[tokio::test]
 async fn the_openmcp_install_of_deploy_readme_runs_as_written() {
     use host_test_support::*;
-    let Some(image) = std::env::var("SERVICE_PROVIDER_HOST_IMAGE").ok().filter(|s| !s.is_empty()) else {
-        let required = std::env::var("SERVICE_PROVIDER_HOST_REQUIRE_IMAGE").is_ok_and(|v| v == "1");
-        assert!(!required, "SERVICE_PROVIDER_HOST_IMAGE is not set: build it with scripts/build-image.sh");
-        eprintln!("skipped: SERVICE_PROVIDER_HOST_IMAGE is not set (eval \"$(scripts/build-image.sh)\")");
-        return;
-    };
-    let storage = std::env::var("BUILDAH_STORAGE").unwrap_or_else(|_| "vfs".into());
-    let registry = host_test_support::oci::PluginRegistry::start().await;
-    let authfile = registry.docker_config().join("config.json");
-    let target = format!("docker://{}/platform/service-provider-host:0.2.0", registry.host());
-    let pushed = std::process::Command::new("buildah")
-        .args(process::buildah_globals(&storage, None))
-        .args(["push", "--quiet", "--tls-verify=false", "--authfile"])
-        .arg(&authfile)
-        .args([&image, &target])
-        .output()
-        .expect("buildah runs");
-    assert!(pushed.status.success(), "pushing the image: {}", String::from_utf8_lossy(&pushed.stderr));
+    let Some(Published { registry, authfile, storage }) = image_in_a_registry().await else { return };
 
     // openmcp-operator on clusters of its own: the ServiceProvider's `run`
     // reconciles every Kro of its onboarding cluster.

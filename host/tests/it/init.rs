@@ -212,22 +212,6 @@ async fn init_installs_the_crds_by_label_and_registers_the_service_kind() {
     simulator.stop().await;
 }
 
-/// The field managers that wrote a CRD's content (not its status).
-async fn writers_of(api: &Api<CustomResourceDefinition>, name: &str) -> Vec<String> {
-    let crd = api.get(name).await.unwrap();
-    let mut writers: Vec<String> = crd
-        .metadata
-        .managed_fields
-        .into_iter()
-        .flatten()
-        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
-        .filter_map(|m| m.manager)
-        .collect();
-    writers.sort();
-    writers.dedup();
-    writers
-}
-
 /// A CRD as the project ships it (`crds/<file>`), applied as openmcp's
 /// bootstrapper's Flux applies it: server-side, forced, by
 /// `kustomize-controller`, with its owner labels; `edit` changes it first
@@ -310,7 +294,7 @@ async fn init_co_owns_the_crds_flux_applied_from_its_component_and_refuses_anoth
         stderr.contains("other content than this plugin declares") && stderr.contains("commit this release"),
         "{stderr}"
     );
-    assert_eq!(writers_of(&platform_crds, name).await, ["kustomize-controller"]);
+    assert_eq!(host_test_support::crd_writers(&platform_client, name).await, ["kustomize-controller"]);
 
     // This release's CRD: co-owned, and a second run writes nothing.
     applied_by_flux(&platform_crds, file, |_| {}).await;
@@ -318,7 +302,7 @@ async fn init_co_owns_the_crds_flux_applied_from_its_component_and_refuses_anoth
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && stderr.contains("CRD co-owned"), "{stderr}");
     let host = format!("service-provider-host/{provider}");
-    assert_eq!(writers_of(&platform_crds, name).await, ["kustomize-controller", host.as_str()]);
+    assert_eq!(host_test_support::crd_writers(&platform_client, name).await, ["kustomize-controller", host.as_str()]);
     let version = platform_crds.get(name).await.unwrap().metadata.resource_version;
     applied_by_flux(&platform_crds, file, |_| {}).await; // Flux's next reconcile
     assert!(init(&[]).await.status.success());

@@ -13,7 +13,9 @@
 //! - [`registries`]: a cargo registry and a Go module proxy holding the
 //!   SDKs as published, for builds outside this clone;
 //! - [`process`]: the host as a process (this build's binary or the
-//!   container image), its probes and metrics.
+//!   container image), its probes and metrics;
+//! - [`docs`]: the documentation's command blocks, run as written;
+//! - [`kubelet`]: the pods of Jobs and Deployments run from their image.
 
 pub mod docs;
 pub mod fixture;
@@ -38,4 +40,22 @@ pub use testbed::eventually;
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     format!("{prefix}-{}-{}", std::process::id() % 100_000, N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The field managers that wrote the CRD `name`'s content (not its
+/// status), sorted, each once.
+pub async fn crd_writers(client: &kube::Client, name: &str) -> Vec<String> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd = kube::Api::<CustomResourceDefinition>::all(client.clone()).get(name).await.expect("the CRD");
+    let mut writers: Vec<String> = crd
+        .metadata
+        .managed_fields
+        .into_iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|m| m.manager)
+        .collect();
+    writers.sort();
+    writers.dedup();
+    writers
 }
