@@ -8,7 +8,13 @@
 //! leaves stay leaves. How a room is cut into files is a matter of
 //! cohesion, for the review of the change: a line limit would split by size.
 //!
+//! `floors` checks the locked versions of the sandbox's dependencies
+//! against security floors.
+//!
 //! Run alone with `task lint` or `cargo test -p service-provider-host --test architecture`.
+
+#[path = "architecture/floors.rs"]
+mod floors;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
