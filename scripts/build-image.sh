@@ -126,6 +126,9 @@ for arch in $arches; do
       mv "$precompiled.tmp" "$precompiled"
     fi
     cp -r "$precompiled" "$context/plugins/cache"
+    # The host writes its artifacts for its own user only; in the image they
+    # belong to root and the runtime user reads them (and cannot write them).
+    chmod -R u=rwX,go=rX "$context/plugins/cache"
     cp "$ca" "$context/etc/ssl/certs/ca-certificates.crt"
     printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/nonexistent:/sbin/nologin\n' \
       >"$context/etc/passwd"

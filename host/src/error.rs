@@ -366,7 +366,9 @@ impl Error {
             Error::Io { .. } | Error::Parse { .. } | Error::Config { .. } | Error::Grant(_) => Category::Config,
             Error::Plugin(e) => match e {
                 PluginError::Timeout { .. } => Category::PluginTimeout,
-                PluginError::Engine(_) | PluginError::Cache { .. } => Category::Config,
+                PluginError::Engine(_) | PluginError::Cache { .. } | PluginError::UnsafeCache { .. } => {
+                    Category::Config
+                }
                 _ => Category::Plugin,
             },
             Error::InvalidPlan { .. } | Error::PluginTransient { .. } | Error::InputTooLarge { .. } => Category::Plugin,

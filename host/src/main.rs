@@ -489,7 +489,8 @@ struct PluginArgs {
     #[arg(long, env = "PLUGIN")]
     plugin: String,
     /// Directory for pulled and precompiled plugins; compiling is skipped
-    /// when a matching artifact exists. Must not be writable by anyone else.
+    /// when a matching artifact exists. The host keeps its artifacts in a
+    /// `precompiled/` directory only its user may write.
     #[arg(long, env = "PLUGIN_CACHE_DIR")]
     plugin_cache_dir: Option<PathBuf>,
     /// Wall-clock budget of one plugin call, in milliseconds.
@@ -635,7 +636,29 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// The one-shot commands (all but `init`, `run` and `diff`, which set up
+/// the operator's logging and traces) print warnings to stderr, e.g. a
+/// precompiled plugin that had to be compiled again: one line each, the
+/// fields made safe as in the operator's text log, colour only on a
+/// terminal.
+fn init_command_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kube=error,hyper=error,tower=error"));
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .without_time()
+        .with_target(false)
+        .fmt_fields(service_provider_host::logging::OneLineFields::default());
+    let _ = tracing_subscriber::registry().with(log.with_filter(filter)).try_init();
+}
+
 async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    if !matches!(cli.command, Command::Init(_) | Command::Run(_) | Command::Diff(_)) {
+        init_command_logging();
+    }
     match cli.command {
         Command::Init(args) => {
             let _traces = args.provider.init_logging()?;

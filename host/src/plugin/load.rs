@@ -192,6 +192,12 @@ async fn fetched(
             tracing::warn!(cache = %path.display(), error = %source, "the plugin cache is not usable; compiling the plugin in memory");
             sandbox.load(&component.wasm, None, limits).await
         }
+        // Others may change it: nothing is loaded from it (`precompile`
+        // fails instead), and the start goes on, only slower.
+        Err(error @ PluginError::UnsafeCache { .. }) => {
+            tracing::warn!(error = %error, "compiling the plugin in memory");
+            sandbox.load(&component.wasm, None, limits).await
+        }
         other => other,
     }
     .map_err(|source| LoadError::Plugin { verb: "loading", origin: component.origin.clone(), source })?;

@@ -223,6 +223,58 @@ fn failures_are_one_line_for_people() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The precompiled cache holds native code: an artifact whose bytes were
+/// damaged on disk (64 bytes flipped in one made the next start die of
+/// SIGSEGV) is compiled again, not run, and a cache others may write is
+/// refused.
+#[test]
+fn a_damaged_precompiled_plugin_is_compiled_again_and_a_shared_cache_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(unique("plugin-cache"));
+    let precompile = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+            .arg("precompile")
+            .arg("--plugin-cache-dir")
+            .arg(&dir)
+            .arg(plugin_path(plugins::KRO))
+            .output()
+            .expect("runs");
+        (out.status, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (status, stderr) = precompile();
+    assert!(status.success(), "{stderr}");
+    let precompiled = dir.join("precompiled");
+    let artifacts: Vec<_> = std::fs::read_dir(&precompiled)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    let artifact = &artifacts[0];
+
+    let mut damaged = std::fs::read(artifact).unwrap();
+    let middle = damaged.len() / 2;
+    damaged[middle..middle + 64].iter_mut().for_each(|b| *b ^= 0xff);
+    std::fs::write(artifact, &damaged).unwrap();
+    let (status, stderr) = precompile();
+    assert!(status.success(), "a damaged artifact ended the process: {status:?} {stderr}");
+    assert!(stderr.contains("does not match the digest recorded when it was compiled"), "{stderr}");
+    assert_ne!(std::fs::read(artifact).unwrap(), damaged, "the damaged artifact was not replaced");
+    let (status, stderr) = precompile();
+    assert!(status.success() && !stderr.contains("compiling it again"), "the replacement is sound: {stderr}");
+
+    // Writable by others: refused, the directory and then the artifact.
+    std::fs::set_permissions(&precompiled, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (status, stderr) = precompile();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("refused, others than its owner may write it (mode 777)"), "{stderr}");
+    std::fs::set_permissions(&precompiled, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(artifact, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (status, stderr) = precompile();
+    assert!(!status.success() && stderr.contains("(mode 666)"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// `service-provider-host <command> --help`, with no inherited environment
 /// (clap prints an env variable's value).
 fn help(command: &[String]) -> String {

@@ -19,6 +19,8 @@ pub enum PluginError {
         #[source]
         source: std::io::Error,
     },
+    #[error("precompiled plugin cache {}: refused, {reason}", path.display())]
+    UnsafeCache { path: PathBuf, reason: String },
     #[error("the component does not fit the plugin world")]
     Incompatible(#[source] Cause),
     #[error("the plugin implements contract version {found}; this host supports {oldest} to {newest}")]
