@@ -165,17 +165,28 @@ pub fn copy_tree(dirs: &[&str], to: &Path, substitutions: &Substitutions) {
                 let path = entry.unwrap().path();
                 let relative = path.strip_prefix(crate::plugins::root()).unwrap();
                 if path.is_dir() {
+                    // What a build put beside the sources is not the page's.
+                    if BUILT.iter().any(|b| path.file_name().is_some_and(|n| n == *b)) {
+                        continue;
+                    }
                     std::fs::create_dir_all(to.join(relative)).unwrap();
                     pending.push(path);
                 } else {
                     std::fs::create_dir_all(to.join(relative).parent().unwrap()).unwrap();
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    std::fs::write(to.join(relative), substitutions.apply(&text)).unwrap();
+                    let bytes = std::fs::read(&path).unwrap();
+                    match String::from_utf8(bytes) {
+                        Ok(text) => std::fs::write(to.join(relative), substitutions.apply(&text)).unwrap(),
+                        Err(binary) => std::fs::write(to.join(relative), binary.into_bytes()).unwrap(),
+                    }
                 }
             }
         }
     }
 }
+
+/// Build outputs inside the copied folders (the TypeScript example's
+/// packages and bundle), left out of a copy.
+const BUILT: &[&str] = &["node_modules", "dist", "target"];
 
 /// `path` relative to the repository's root.
 pub fn in_repository(path: &str) -> PathBuf {
