@@ -231,6 +231,12 @@ pub enum UserInput {
     Plan { message: String, requeue_after_seconds: u32 },
     /// A Secret to copy has another type than the plugin requires.
     #[error("Secret {namespace}/{name} has type {found}, but {required} is required")]
+    /// The instance's tenant namespace does not exist on the platform
+    /// cluster: it has no ControlPlane (yet).
+    #[error(
+        "no ControlPlane for this instance: its namespace {namespace} does not exist on the platform cluster (the object's name and namespace must be those of a ControlPlane)"
+    )]
+    NoControlPlane { namespace: String },
     SecretType { namespace: String, name: String, found: String, required: String },
 }
 

@@ -60,6 +60,10 @@ pub(super) async fn run(
     }
 }
 
+/// How soon an instance whose ControlPlane does not exist (yet) is looked
+/// at again: a failed create and a namespace read, per instance.
+const NO_CONTROL_PLANE_AGAIN_SECONDS: u32 = 15;
+
 /// When a failure only a person can fix is looked at again: every minute,
 /// sooner where the plugin asks (never below the requeue floor) or where
 /// the status could not be written yet; never later, so that an alert on
@@ -68,6 +72,9 @@ pub(super) async fn run(
 fn again_for_a_person(metrics: &Metrics, error: &Error, wrote: status::Wrote) -> std::time::Duration {
     let asked = match error {
         Error::UserInput(UserInput::Plan { requeue_after_seconds, .. }) => *requeue_after_seconds,
+        // A tenant may order the service as it creates the ControlPlane,
+        // whose namespace openmcp makes moments later.
+        Error::UserInput(UserInput::NoControlPlane { .. }) => NO_CONTROL_PLANE_AGAIN_SECONDS,
         _ => 0,
     };
     match next_look(metrics, asked, wrote) {

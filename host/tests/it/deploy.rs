@@ -331,8 +331,8 @@ async fn lifecycle(env: &'static testbed::TestEnv, docs: Vec<(String, Value)>) {
     }
 
     // The Kro lifecycle, with a pull-secret copy, a reconcile requested on
-    // the ProviderConfig, and an instance whose tenant namespace the host
-    // has to create.
+    // the ProviderConfig, and an instance without a ControlPlane (no tenant
+    // namespace), for which the host creates nothing.
     f.create_kro("mcp-01", "v0.9.1").await;
     f.wait_ready("mcp-01").await;
 
@@ -371,10 +371,13 @@ async fn lifecycle(env: &'static testbed::TestEnv, docs: Vec<(String, Value)>) {
     f.create_kro("no-cp", "v0.9.1").await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin.clone());
     let tenant = f.tenant("no-cp");
-    eventually("the host creates the missing tenant namespace", WAIT, || async {
-        namespaces.get_opt(&tenant).await.unwrap().map(drop)
-    })
-    .await;
+    let wanted = format!("no ControlPlane for this instance: its namespace {tenant} does not exist");
+    let said = |kro: &Value| {
+        let conditions = kro["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.iter().any(|c| c["type"] == "Ready" && c["message"].as_str().is_some_and(|m| m.contains(&wanted)))
+    };
+    f.wait_kro("no-cp", "Ready=False: no ControlPlane", said).await;
+    assert!(namespaces.get_opt(&tenant).await.unwrap().is_none(), "the host made a tenant namespace");
     for name in ["mcp-01", "no-cp"] {
         f.delete_kro(name).await;
     }

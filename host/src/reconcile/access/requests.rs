@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::{FINALIZER, InstanceAccess, access_request_resource, cluster_request_resource};
 use crate::adopt::Adoption;
-use crate::error::{Conflicting, Error};
+use crate::error::{Conflicting, Error, UserInput};
 use crate::owner::ANNOTATION_INSTANCE;
 use crate::stores::Lookup;
 
@@ -34,22 +34,13 @@ fn labelled(meta: &ObjectMeta, request: &InstanceAccess<'_>) -> bool {
     has_labels(meta, &request.labels()) || request.legacy_labels().is_some_and(|l| has_labels(meta, &l))
 }
 
-/// Creates the namespace if it does not exist yet (the ControlPlane
-/// controller normally has). Never updates or deletes it. Called only when
-/// creating a request there found no namespace: where it exists, as it
-/// does in openmcp, that costs no read.
-async fn ensure_namespace(platform: Client, name: &str) -> Result<(), Error> {
+/// Whether the namespace exists on the platform cluster. Asked only when
+/// creating a request there found nothing: where it exists, as it does for
+/// every ControlPlane in openmcp, that costs no read.
+async fn namespace_exists(platform: Client, name: &str) -> Result<bool, Error> {
     let api = Api::<Namespace>::all(platform);
-    if api.get_opt(name).await.map_err(|e| Error::kube(format!("reading namespace {name}"), e))?.is_some() {
-        return Ok(());
-    }
-    let ns =
-        Namespace { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, ..Default::default() };
-    match api.create(&PostParams::default(), &ns).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
-        Err(e) => Err(Error::kube(format!("creating namespace {name}"), e)),
-    }
+    let found = api.get_opt(name).await.map_err(|e| Error::kube(format!("reading namespace {name}"), e))?;
+    Ok(found.is_some())
 }
 
 /// One of an instance's requests (AccessRequest or workload ClusterRequest)
@@ -149,22 +140,25 @@ impl Handle {
         Error::conflict(&self.what, Conflicting::NotOurs)
     }
 
-    /// Creates the request, and its namespace first if that is what the
-    /// create found missing (a 404 on a create means the namespace, or the
-    /// kind itself, is not there; the retry tells them apart).
+    /// Creates the request. A 404 means its namespace, or the kind itself,
+    /// is not there: a tenant namespace that does not exist is a ControlPlane
+    /// that does not exist (openmcp makes the namespace with it), and the
+    /// host makes neither, so an object without a ControlPlane costs the
+    /// platform nothing but this attempt and one read, every 15 s.
     async fn create(&self, manifest: Value, field_manager: &str) -> Result<DynamicObject, Error> {
         let object: DynamicObject =
             serde_json::from_value(manifest).map_err(|e| Error::json(format!("building {}", self.what), e))?;
         let params = PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() };
-        let created = match self.api.create(&params, &object).await {
+        match self.api.create(&params, &object).await {
             Err(kube::Error::Api(s)) if s.is_not_found() => {
                 let namespace = self.api.namespace().expect("requests are namespaced");
-                ensure_namespace(self.api.clone().into_client(), namespace).await?;
-                self.api.create(&params, &object).await
+                if !namespace_exists(self.api.clone().into_client(), namespace).await? {
+                    return Err(UserInput::NoControlPlane { namespace: namespace.to_string() }.into());
+                }
+                Err(Error::kube(format!("creating {}", self.what), kube::Error::Api(s)))
             }
-            done => done,
-        };
-        created.map_err(|e| Error::kube(format!("creating {}", self.what), e))
+            created => created.map_err(|e| Error::kube(format!("creating {}", self.what), e)),
+        }
     }
 
     /// Deletes the request if it is ours and, once only the cluster-access

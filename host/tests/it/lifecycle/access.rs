@@ -45,8 +45,8 @@ async fn an_access_request_that_is_not_ours_is_a_conflict_and_is_left_alone() {
     f.stop_operator().await;
 }
 
-/// An instance whose ControlPlane does not exist yet: its tenant namespace
-/// is made for the AccessRequest, the wait is reported once it has lasted
+/// An instance whose ControlPlane is not ready yet (its tenant namespace is
+/// there, its access not granted): the wait is reported once it has lasted
 /// (a grant usually follows at once, so the first seconds write nothing),
 /// and the instance is installed when the ControlPlane appears.
 #[tokio::test]
@@ -54,6 +54,21 @@ async fn a_grant_that_takes_long_is_reported_then_proceeds() {
     let mut f = Fixture::new(one("mcp-01", true)).await;
     f.provider_config(json!([version("v0.9.3", "0.9.3")])).await;
     f.start_operator().await;
+    // openmcp makes the tenant namespace as it starts to provision the
+    // ControlPlane, and grants access once the cluster is there (without
+    // the namespace, the host would create nothing: see deploy.rs).
+    let provisioning: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({
+        "metadata": {"name": f.tenant("mcp-02"), "labels": {
+            "core.openmcp.cloud/mcp-name": "mcp-02",
+            "core.openmcp.cloud/mcp-namespace": f.ns,
+            "openmcp.cloud/managed-by": testbed::openmcp_sim::MANAGER,
+        }},
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(f.platform.clone())
+        .create(&Default::default(), &provisioning)
+        .await
+        .expect("the tenant namespace");
     f.create_kro("mcp-02", "v0.9.3").await;
     let kro = f
         .wait_kro("mcp-02", "the wait for access", |k| {
