@@ -48,7 +48,10 @@ pub const DEFAULT_CHART_URL: &str = "oci://ghcr.io/fluxcd-community/charts/flux2
 #[serde(rename_all = "camelCase")]
 pub struct FluxSpec {
     /// The Flux version to install. Must be one of the versions offered by
-    /// `spec.versions` of the ProviderConfig; compared verbatim.
+    /// `spec.versions` of the ProviderConfig; compared verbatim. At most
+    /// 64 characters: the API server refuses a longer one, so a tenant
+    /// cannot make the object megabytes large through it.
+    #[cfg_attr(feature = "crd", schemars(length(max = 64)))]
     pub version: String,
 }
 

@@ -46,7 +46,10 @@ pub const DEFAULT_CHART_URL: &str = "oci://registry.k8s.io/kro/charts/kro";
 #[serde(rename_all = "camelCase")]
 pub struct KroSpec {
     /// The kro version to install. Must be one of the versions offered by
-    /// `spec.versions` of the ProviderConfig; compared verbatim.
+    /// `spec.versions` of the ProviderConfig; compared verbatim. At most
+    /// 64 characters: the API server refuses a longer one, so a tenant
+    /// cannot make the object megabytes large through it.
+    #[cfg_attr(feature = "crd", schemars(length(max = 64)))]
     pub version: String,
 }
 

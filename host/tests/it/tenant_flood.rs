@@ -169,3 +169,24 @@ async fn a_tenant_flooding_its_control_plane_costs_the_host_a_bounded_page() {
     assert!(replica.terminate().success());
     let _ = std::fs::remove_file(log);
 }
+
+/// A tenant's service object is bounded by its schema: `spec.version`, the
+/// one field a tenant writes, takes at most 64 characters, so no Kro can be
+/// made megabytes large through it (a few hundred of 1.4 MB each once
+/// pushed the host past its memory limit).
+#[tokio::test]
+async fn a_service_objects_tenant_field_is_bounded_by_its_schema() {
+    let f = Fixture::new(Options { instances: vec![], flux_ready: true, workload: false }).await;
+    let kro = |version: String| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": format!("{}/v1alpha1", f.service.group),
+            "kind": f.service.kind,
+            "metadata": {"name": "huge", "namespace": f.ns},
+            "spec": {"version": version},
+        }))
+        .unwrap()
+    };
+    let refused = f.kroes().create(&PostParams::default(), &kro("v".repeat(1_400_000))).await.expect_err("refused");
+    assert!(refused.to_string().contains("spec.version: Too long"), "{refused}");
+    f.kroes().create(&PostParams::default(), &kro(format!("v{}", "1".repeat(63)))).await.expect("64 characters fit");
+}
