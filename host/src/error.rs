@@ -118,7 +118,8 @@ pub enum Error {
     /// resource limit).
     #[error(transparent)]
     Plugin(#[from] PluginError),
-    /// The plugin reported a failure worth retrying (`plan-error::transient`).
+    /// The plugin reported a failure worth retrying (`plan-error::transient`);
+    /// made with [`Error::plugin_transient`].
     #[error("{message}")]
     PluginTransient { plugin: String, message: String },
     /// The plugin returned something the host cannot use (malformed
@@ -226,18 +227,27 @@ pub enum UserInput {
     #[error("{kind} {namespace}/{name} does not exist on the platform cluster")]
     NoSource { kind: String, namespace: String, name: String },
     /// What the plugin found the tenant must fix (`plan-error::invalid-input`),
-    /// and when it asks to look again (0: the host's default).
+    /// and when it asks to look again (0: the host's default); made with
+    /// [`UserInput::plan`].
     #[error("{message}")]
     Plan { message: String, requeue_after_seconds: u32 },
-    /// A Secret to copy has another type than the plugin requires.
-    #[error("Secret {namespace}/{name} has type {found}, but {required} is required")]
     /// The instance's tenant namespace does not exist on the platform
     /// cluster: it has no ControlPlane (yet).
     #[error(
         "no ControlPlane for this instance: its namespace {namespace} does not exist on the platform cluster (the object's name and namespace must be those of a ControlPlane)"
     )]
     NoControlPlane { namespace: String },
+    /// A Secret to copy has another type than the plugin requires.
+    #[error("Secret {namespace}/{name} has type {found}, but {required} is required")]
     SecretType { namespace: String, name: String, found: String, required: String },
+}
+
+impl UserInput {
+    /// What the plugin found the tenant must fix, as one line of at most
+    /// [`crate::syntax::PLUGIN_TEXT`] characters (see [`Error::plugin_transient`]).
+    pub fn plan(message: &str, requeue_after_seconds: u32) -> Self {
+        UserInput::Plan { message: crate::syntax::one_line(message, crate::syntax::PLUGIN_TEXT), requeue_after_seconds }
+    }
 }
 
 /// Why an existing object is not the host's to write; completes
@@ -360,6 +370,16 @@ impl Error {
     /// An object (as people name it: kind, place, cluster) in conflict.
     pub fn conflict(object: impl Into<String>, reason: impl Into<Conflicting>) -> Self {
         Error::Conflict { object: object.into(), reason: reason.into() }
+    }
+
+    /// A plugin's transient failure, its text as one line of at most
+    /// [`crate::syntax::PLUGIN_TEXT`] characters: it goes into every retry's log line,
+    /// trace event, Event and condition, and a plugin may send megabytes.
+    pub fn plugin_transient(plugin: &str, message: &str) -> Self {
+        Error::PluginTransient {
+            plugin: plugin.to_string(),
+            message: crate::syntax::one_line(message, crate::syntax::PLUGIN_TEXT),
+        }
     }
 
     /// A configuration problem, with or without a cause to keep.

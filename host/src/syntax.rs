@@ -120,6 +120,11 @@ pub fn flat(text: &str) -> String {
     text.chars().map(|c| if breaks_a_line(c) { ' ' } else { c }).collect()
 }
 
+/// The most characters of a plugin's error text (a transient error, what
+/// it says a tenant must fix) the host keeps: a line someone reads (a log
+/// line, a trace event, a condition, an Event), not a document.
+pub const PLUGIN_TEXT: usize = 1024;
+
 /// Free text from outside (a registry's error, a refused value) shown on
 /// one line of a message: as [`flat`], at most `max` characters, with `…`
 /// when cut.

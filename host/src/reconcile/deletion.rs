@@ -67,10 +67,7 @@ async fn cleanup_steps(
     let input = observe(ctx, &key, raw, instance, provider_config, &held, &reach).await?;
     let teardown = match plan::cleanup(&ctx.plugin.planner, &input).await? {
         Err(e) => {
-            return Err(Error::PluginTransient {
-                plugin: ctx.plugin.descriptor().name.clone(),
-                message: e.to_string(),
-            });
+            return Err(Error::plugin_transient(&ctx.plugin.descriptor().name, &e.to_string()));
         }
         Ok(CleanupPlan::Blocked(blocked)) => {
             return wait_for_blockers(ctx, object, &key, &held, &reach, &input, blocked).await;

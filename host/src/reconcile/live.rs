@@ -112,10 +112,10 @@ async fn apply_with_config(
         Ok(plan) => plan,
         Err(PlanError::InvalidInput(i)) => {
             let (message, requeue_after_seconds) = (i.message, i.requeue_after_seconds);
-            return Err(UserInput::Plan { message, requeue_after_seconds }.into());
+            return Err(UserInput::plan(&message, requeue_after_seconds).into());
         }
         Err(PlanError::Transient(message)) => {
-            return Err(Error::PluginTransient { plugin: plugin.descriptor().name.clone(), message });
+            return Err(Error::plugin_transient(&plugin.descriptor().name, &message));
         }
     };
     // Record the sources first: if a copy fails because its source is

@@ -104,6 +104,7 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         ("status-forged", "PluginError", "status.conditions[0].reason \"Fine Ready: True (ReconcileSuccess)\" is not"),
         ("flood-values-huge", "PluginError", "more than the limit of 1048576 bytes per plan"),
         ("forge-transient", "PluginError", "upstream failed ERROR service_provider_host: forged line"),
+        ("transient-huge", "PluginError", "upstream said: xxxxxxxx"),
         ("flux-foreign-url", "CapabilityDenied", "field /spec/url must be one of"),
         ("flux-fast-poll", "CapabilityDenied", "field /spec/interval must be at least 30s"),
     ];
@@ -279,6 +280,11 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     }
     let transient = ready(&f.kro("forge-transient").await.unwrap()).clone();
     assert!(!transient["message"].as_str().unwrap_or_default().contains('\n'), "{transient}");
+    // 3 MiB of a plugin's error text is cut to one line of 1,024
+    // characters where the host takes it, before any log line, trace
+    // event, condition or Event sees it.
+    let huge = ready(&f.kro("transient-huge").await.unwrap())["message"].as_str().unwrap_or_default().to_string();
+    assert!(huge.chars().count() <= 1025 && huge.ends_with('…'), "{} bytes", huge.len());
 
     // A plural that ends the path would have turned the deletion of the
     // plugin's own HelmRelease into a delete-collection of the namespace.

@@ -24,6 +24,11 @@ pub enum Answer {
     Refused(String),
 }
 
+/// A plugin's error text as the host keeps it ([`crate::syntax::PLUGIN_TEXT`]).
+fn said(text: &str) -> String {
+    crate::syntax::one_line(text, crate::syntax::PLUGIN_TEXT)
+}
+
 impl Answer {
     /// The answer of `plan::reconcile`.
     pub fn of(result: Result<Result<CheckedPlan, PlanError>, Error>) -> Answer {
@@ -37,8 +42,10 @@ impl Answer {
     pub fn of_ref(result: &Result<Result<CheckedPlan, PlanError>, Error>) -> Answer {
         match result {
             Ok(Ok(plan)) => Answer::Planned(plan.clone()),
-            Ok(Err(PlanError::InvalidInput(i))) => Answer::InvalidInput(i.message.clone()),
-            Ok(Err(PlanError::Transient(message))) => Answer::Transient(message.clone()),
+            // A plugin's words, one line of bounded length, as the live
+            // path keeps them (a shadow's answer is logged).
+            Ok(Err(PlanError::InvalidInput(i))) => Answer::InvalidInput(said(&i.message)),
+            Ok(Err(PlanError::Transient(message))) => Answer::Transient(said(message)),
             Err(e) => Answer::Refused(crate::syntax::flat(&chain(e))),
         }
     }

@@ -26,6 +26,7 @@
 //! | `flood-values…` | apply a HelmRelease whose 900 KB `values` change on every call, every second (`…-huge`: 1.2 MB) |
 //! | `fields-bomb` | a HelmRelease whose allowed `values` nest 47,000 leaves under two 250 KB keys |
 //! | `forge-transient`, `forge-message` | a transient error or a Ready message with line breaks and escapes that forge log and `kubectl describe` rows |
+//! | `transient-huge` | a transient error of 3 MiB, which every retry would log whole |
 //! | `flux-foreign-url` | pull a chart from a registry the ProviderConfig does not name |
 //! | `flux-fast-poll` | make source-controller poll every second |
 //! | `copy-platform-only` | copy onto the ControlPlane a registry credential its source says is for the platform only |
@@ -406,6 +407,9 @@ impl Provider for Hostile {
                 return Err(PlanError::Transient(
                     "upstream failed\nERROR service_provider_host: forged line instance=victim\r\n\u{1b}[2Jcleared".into(),
                 ));
+            }
+            "transient-huge" => {
+                return Err(PlanError::Transient(format!("upstream said: {}", "x".repeat(3 << 20))));
             }
             "forge-message" => {
                 ready = (true, "fine\n  Ready   True   ReconcileSuccess   a forged row\r\n\u{1b}[2J".into());
