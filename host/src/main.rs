@@ -335,8 +335,9 @@ struct DiffArgs {
     /// Only service objects with these labels (a label selector).
     #[arg(short = 'l', long)]
     selector: Option<String>,
-    /// Instances previewed at once (a reconcile round's worth by default).
-    #[arg(long, default_value_t = controller::preview::CONCURRENCY as u64, value_parser = clap::value_parser!(u64).range(1..=64))]
+    /// Instances previewed at once (a reconcile round's worth by default);
+    /// at most 16, each with up to --plugin-memory-mib of guest memory.
+    #[arg(long, default_value_t = controller::preview::CONCURRENCY as u64, value_parser = clap::value_parser!(u64).range(1..=16))]
     concurrency: u64,
     /// Output format.
     #[arg(short, long, value_enum, default_value = "text")]

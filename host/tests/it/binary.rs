@@ -204,6 +204,16 @@ fn failures_are_one_line_for_people() {
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(stderr.starts_with("error: loading plugin ") && stderr.contains(": compiling the component: "), "{stderr}");
 
+    // A preview's instances each hold up to a plugin's memory limit: 16
+    // at once at most (64 would be 4 GiB of guest memory).
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(["diff", "--provider-name", "kro", "--plugin", "a.wasm", "--concurrency", "17"])
+        .env("POD_NAMESPACE", "provider")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("17 is not in 1..=16"), "{stderr}");
+
     // `render | head -c1`: the pipe closes early; no panic, no error.
     let mut child = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
         .args(["render", "--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"])
