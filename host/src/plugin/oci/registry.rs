@@ -93,6 +93,9 @@ pub struct Registry {
     http: reqwest::Client,
     /// `https://<host>`, or `http://` for an insecure registry.
     base: String,
+    /// The hosts the operator named `--insecure-registry`: the only ones
+    /// asked over plain HTTP, token endpoints included.
+    insecure: Vec<String>,
     /// The `Authorization` of this pull's requests, found on first use.
     authorization: tokio::sync::OnceCell<Option<HeaderValue>>,
     who: String,
@@ -166,10 +169,26 @@ impl Registry {
             user_agent: USER_AGENT,
             ..ClientConfig::default()
         };
+        // A redirect goes where the first request could: https, or http to
+        // a host named insecure (a registry's blob store, a token endpoint).
+        let insecure = options.insecure_registries.clone();
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= MAX_REDIRECTS {
+                return attempt.error("too many redirects");
+            }
+            match reachable(attempt.url(), &insecure) {
+                Ok(()) => attempt.follow(),
+                Err(why) => {
+                    let to = oneline(attempt.url().as_str());
+                    attempt.error(format!("a redirect to {to:?} {why}"))
+                }
+            }
+        });
         let mut http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
-            .user_agent(USER_AGENT);
+            .user_agent(USER_AGENT)
+            .redirect(redirects);
         if let Some(pem) = ca {
             http = http.tls_certs_merge(reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| setup(&e))?);
             config.extra_root_certificates.push(Certificate { encoding: CertificateEncoding::Pem, data: pem });
@@ -187,6 +206,7 @@ impl Registry {
             credentials,
             http,
             base: format!("{scheme}://{host}"),
+            insecure: options.insecure_registries.clone(),
             authorization: tokio::sync::OnceCell::new(),
             who: reference.to_string(),
             registry: reference.registry().to_string(),
@@ -351,14 +371,17 @@ impl Registry {
         let scope = format!("repository:{}:pull", self.repository);
         let mut query = vec![("scope", scope.as_str())];
         query.extend(service.map(|service| ("service", service)));
-        let mut request = self.http.get(realm).query(&query);
+        let mut request = self.http.get(token_endpoint(realm, &self.insecure)?).query(&query);
         if let RegistryAuth::Basic(user, password) = auth {
             request = request.basic_auth(user, Some(password));
         }
         let response = request.send().await?;
         if response.status() != StatusCode::OK {
             let code = response.status().as_u16();
+            // Of its words, a line: whatever the endpoint is, its answer is
+            // not shown whole.
             let (_, text) = error_body(response).await;
+            let text = crate::syntax::one_line(&text, 200);
             return Err(Failure::Token(format!("its token endpoint answered HTTP {code} {text}")));
         }
         let body = read(response, MAX_TOKEN_BYTES, "a token").await?;
@@ -451,6 +474,45 @@ async fn error_body(response: reqwest::Response) -> (Option<OciEnvelope>, String
         Err(Failure::TooLarge { .. }) => (None, format!("(a body of more than {MAX_ERROR_BYTES} bytes, not read)")),
         Err(_) => (None, String::new()),
     }
+}
+
+/// The most redirects one request follows (reqwest's default).
+const MAX_REDIRECTS: usize = 10;
+
+/// Whether the host may send a request (with a registry's credentials) to
+/// `url`: `https`, or `http` on a host the operator named
+/// `--insecure-registry`; no credentials of its own in the URL. A registry
+/// chooses its token endpoint and its redirects: without this it could
+/// have the credentials sent in clear text, or have the host ask a plain
+/// HTTP service inside the cluster (an instance metadata endpoint).
+fn reachable(url: &reqwest::Url, insecure: &[String]) -> Result<(), &'static str> {
+    const REFUSED: &str = "is refused: only https, or http on a host --insecure-registry names";
+    let plain = match url.scheme() {
+        "https" => false,
+        "http" => true,
+        _ => return Err(REFUSED),
+    };
+    let host = url.host_str().ok_or("names no host")?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("carries credentials");
+    }
+    let authority = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    };
+    match !plain || insecure.contains(&authority) {
+        true => Ok(()),
+        false => Err(REFUSED),
+    }
+}
+
+/// The token endpoint a registry's challenge names, if the host may ask it
+/// ([`reachable`]).
+fn token_endpoint(realm: &str, insecure: &[String]) -> Result<reqwest::Url, Failure> {
+    let refused = |why: &str| Failure::Other(format!("its token endpoint {:?} {why}", oneline(realm)));
+    let url = reqwest::Url::parse(realm).map_err(|_| refused("is not a URL"))?;
+    reachable(&url, insecure).map_err(refused)?;
+    Ok(url)
 }
 
 /// The realm and service of a `Bearer` challenge, if it is one.
@@ -565,5 +627,29 @@ mod tests {
             bearer_challenge(r#"Bearer realm="https://auth.example/token",service="registry.example""#).unwrap();
         assert_eq!((realm.as_str(), service.as_deref()), ("https://auth.example/token", Some("registry.example")));
         assert_eq!(bearer_challenge(r#"Basic realm="registry""#), None);
+    }
+
+    #[test]
+    fn a_token_endpoint_is_https_or_named_insecure_and_carries_no_credentials() {
+        let insecure = vec!["127.0.0.1:5000".to_string()];
+        let allowed = |realm: &str| {
+            token_endpoint(realm, &insecure).map(|u| u.to_string()).map_err(|e| match e {
+                Failure::Other(why) => why,
+                _ => "another failure".into(),
+            })
+        };
+        assert!(allowed("https://auth.example/token").is_ok());
+        assert!(allowed("http://127.0.0.1:5000/token").is_ok());
+        for realm in [
+            "http://auth.example/token",
+            "http://127.0.0.1:5001/token",
+            "http://169.254.169.254/latest/meta-data",
+            "file:///etc/passwd",
+            "https://user:secret@auth.example/token",
+            "/token",
+        ] {
+            let why = allowed(realm).expect_err(realm);
+            assert!(why.starts_with("its token endpoint"), "{realm}: {why}");
+        }
     }
 }

@@ -344,6 +344,30 @@ async fn a_token_of_100_mib_is_refused() {
     refused_quickly(&fake, &run, "token", "sent more than 65536 bytes for a token");
 }
 
+/// A registry names where its token comes from, and the host sends the
+/// registry's credentials there: a plain-HTTP endpoint on a host the
+/// operator did not name `--insecure-registry` (here a second fake, which
+/// would hand out a token) is never asked, nor a `file:` URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_endpoint_over_plain_http_elsewhere_is_never_asked() {
+    let (_, digest) = plugin_manifest();
+    let elsewhere = Fake::start(|_| Answer::json("200 OK", "application/json", br#"{"token":"t"}"#)).await;
+    for realm in [format!("http://{}/token", elsewhere.host), "file:///etc/passwd".to_string()] {
+        let challenge = format!("WWW-Authenticate: Bearer realm=\"{realm}\",service=\"fake\"");
+        let fake = Fake::start(move |target| match target {
+            "/v2/" => {
+                Answer::Full { status: "401 Unauthorized", headers: vec![challenge.clone()], body: b"{}".to_vec() }
+            }
+            _ => Answer::json("401 Unauthorized", "application/json", b"{}"),
+        })
+        .await;
+        let run = precompile(&fake, &reference(&fake, &digest), &[]).await;
+        refused_quickly(&fake, &run, &realm, "its token endpoint");
+        assert!(run.stderr.contains("only https, or http on a host --insecure-registry names"), "{}", run.stderr);
+    }
+    assert_eq!(elsewhere.requests(), Vec::<String>::new(), "the endpoint elsewhere was asked");
+}
+
 /// The way to a signature, from the plugin's manifest: a flood where
 /// `flooded` says, nothing (404) anywhere else.
 async fn signature_flood(case: &str, flooded: fn(&str) -> bool, reason: &str) {
