@@ -52,16 +52,26 @@ fn args(list: &[&str]) -> Vec<OsString> {
 }
 
 /// Starts `run` from the image and measures the time until the Kro `name`
-/// (created before) has a status written by this process.
-async fn first_reconcile(image: &Launcher, f: &Fixture, name: &str, env: Vec<(String, String)>) -> (Replica, Duration) {
+/// (created before) has a status written by this process; its log so far.
+async fn first_reconcile(
+    image: &Launcher,
+    f: &Fixture,
+    name: &str,
+    env: Vec<(String, String)>,
+) -> (Replica, Duration, String) {
     f.create_kro(name, "v0.9.1").await;
-    let replica = Replica::start(image, f, ReplicaOptions { env, ..ReplicaOptions::new(name) });
+    let log = std::env::temp_dir().join(unique(&format!("image-{name}.log")));
+    let options = ReplicaOptions { env, log: Some(log.clone()), ..ReplicaOptions::new(name) };
+    let replica = Replica::start(image, f, options);
     let started = Instant::now();
     eventually(&format!("the first reconcile of {name}"), WAIT, || async {
         f.kro(name).await.filter(|k| k["status"]["observedGeneration"].is_number()).map(drop)
     })
     .await;
-    (replica, started.elapsed())
+    let took = started.elapsed();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    (replica, took, text)
 }
 
 #[tokio::test]
@@ -117,11 +127,15 @@ async fn the_image_runs_init_and_run_through_the_kro_lifecycle() {
     // cache unusable (a directory the user cannot create: the host warns
     // and compiles the plugin in memory).
     f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
-    let (cached, with_cache) = first_reconcile(&image, &f, "cached", vec![]).await;
+    // The baked cache is used as it is: sealed, root's, readable, nothing
+    // compiled again.
+    let (cached, with_cache, log) = first_reconcile(&image, &f, "cached", vec![]).await;
     assert!(cached.terminate().success());
+    assert!(!log.contains("compiling"), "the baked cache was not used: {log}");
     let no_cache = vec![("PLUGIN_CACHE_DIR".to_string(), "/nonexistent/cache".to_string())];
-    let (compiled, without_cache) = first_reconcile(&image, &f, "compiled", no_cache).await;
+    let (compiled, without_cache, log) = first_reconcile(&image, &f, "compiled", no_cache).await;
     assert!(compiled.terminate().success());
+    assert!(log.contains("compiling the plugin in memory"), "{log}");
     eprintln!(
         "start to first reconcile from the image: {with_cache:?} with the baked cache, {without_cache:?} compiling"
     );
