@@ -75,6 +75,31 @@ pub enum Memo {
 /// Per instance: memo → (digest of what was wanted, if anything; when).
 type Verified = HashMap<Memo, (Option<u64>, Instant)>;
 
+/// The most memos one instance keeps. A plan has at most 256 objects and
+/// copies, each with a step and a teardown memo; a plugin that names new
+/// objects every round would otherwise grow its memo, and the host's heap,
+/// without end. Past it, the oldest steps are forgotten first (costing
+/// only a look at the cluster), down to three quarters of it.
+pub const MEMOS_PER_INSTANCE: usize = 1024;
+
+/// Holds `verified` to [`MEMOS_PER_INSTANCE`].
+fn bound(verified: &mut Verified) {
+    if verified.len() <= MEMOS_PER_INSTANCE {
+        return;
+    }
+    let keep = MEMOS_PER_INSTANCE - MEMOS_PER_INSTANCE / 4;
+    // Steps and teardowns first (oldest first), then anything oldest.
+    let mut order: Vec<(bool, Instant, Memo)> = verified
+        .iter()
+        .map(|(memo, (_, at))| (!matches!(memo, Memo::Step { .. } | Memo::Gone { .. }), *at, memo.clone()))
+        .collect();
+    order.sort_by_key(|(lasting, at, _)| (*lasting, *at));
+    let excess = verified.len() - keep;
+    for (_, _, memo) in order.into_iter().take(excess) {
+        verified.remove(&memo);
+    }
+}
+
 impl Memory {
     /// Changes what is remembered of `key`.
     fn change<R>(&self, key: &InstanceKey, f: impl FnOnce(&mut Entry) -> R) -> R {
@@ -119,6 +144,7 @@ impl Memory {
     pub fn record_first(&self, key: &InstanceKey, memo: Memo) {
         self.change(key, |m| {
             m.verified.entry(memo).or_insert((None, Instant::now()));
+            bound(&mut m.verified);
         });
     }
 
@@ -134,7 +160,10 @@ impl Memory {
 
     /// Records that `memo` is up to date as `digest`.
     pub fn set_verified_as(&self, key: &InstanceKey, memo: Memo, digest: Option<u64>) {
-        self.change(key, |m| m.verified.insert(memo, (digest, Instant::now())));
+        self.change(key, |m| {
+            m.verified.insert(memo, (digest, Instant::now()));
+            bound(&mut m.verified);
+        });
     }
 
     /// Forgets what was verified: the next reconcile looks at everything.
@@ -211,6 +240,22 @@ mod tests {
 
     fn key(name: &str) -> InstanceKey {
         ("ns".into(), name.into())
+    }
+
+    #[test]
+    fn an_instances_memo_is_bounded_and_forgets_old_steps_first() {
+        let memory = Memory::default();
+        let k = key("a");
+        memory.record_first(&k, Memo::AccessRequested);
+        let step = |i: usize| Memo::Step { cluster: Cluster::ControlPlane, what: format!("Namespace ns-{i}") };
+        for i in 0..5_000 {
+            memory.set_verified_as(&k, step(i), Some(i as u64));
+        }
+        let held = memory.read(&k, |m| m.verified.len());
+        assert!(held <= MEMOS_PER_INSTANCE, "{held} memos held");
+        assert!(memory.is_verified_as(&k, &step(4_999), Some(4_999)), "the newest step is kept");
+        assert!(!memory.is_verified_as(&k, &step(0), Some(0)), "the oldest step is forgotten");
+        assert!(memory.recorded_within(&k, &Memo::AccessRequested, VERIFY_INTERVAL), "a lasting memo is kept");
     }
 
     #[test]
