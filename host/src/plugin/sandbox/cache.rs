@@ -37,12 +37,12 @@ use wasmtime::component::Component;
 
 use super::PluginError;
 
-/// The first line of every artifact file; the hex SHA-256 of its name, a
-/// newline and the artifact (the seal) and a newline follow, then the
+/// The first line of every artifact file; the seal (`sha256:<hex>` of its
+/// name, a newline and the artifact) and a newline follow, then the
 /// artifact.
 const MAGIC: &[u8] = b"service-provider-host precompiled v2\n";
-/// The header: magic, 64 hex digits, newline.
-const HEADER: usize = MAGIC.len() + 64 + 1;
+/// The header: magic, the seal, newline.
+const HEADER: usize = MAGIC.len() + "sha256:".len() + 64 + 1;
 /// A larger file is not an artifact of this host (the largest plugin it
 /// accepts compiles to a fraction of this).
 const MAX_ARTIFACT: u64 = 512 << 20;
@@ -129,7 +129,7 @@ fn seal(name: &str, artifact: &[u8]) -> String {
     hasher.update(name.as_bytes());
     hasher.update(b"\n");
     hasher.update(artifact);
-    hex(&hasher.finalize())
+    super::sha256_digest(&hasher.finalize())
 }
 
 /// The artifact in a sealed file, if the recorded seal matches it and the
@@ -138,10 +138,6 @@ fn unseal<'a>(bytes: &'a [u8], name: &str) -> Option<&'a [u8]> {
     let recorded = bytes.get(..HEADER)?.strip_prefix(MAGIC)?.strip_suffix(b"\n")?;
     let artifact = &bytes[HEADER..];
     (recorded == seal(name, artifact).as_bytes()).then_some(artifact)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes a sealed artifact: into a file of its own name first, renamed
