@@ -454,9 +454,7 @@ impl ProviderArgs {
         let level = self.verbosity.level();
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},kube=warn,hyper=warn,tower=warn")));
-        // Colour only on a terminal, and never with NO_COLOR (no-color.org).
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
+        let ansi = stderr_in_colour();
         // With debug logs, each step's span reports its time when it closes
         // (plugin calls, gathering, every apply and copy, the status write).
         let spans = match self.verbosity {
@@ -637,6 +635,13 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// Whether log lines on stderr are coloured: only on a terminal, and never
+/// with NO_COLOR (no-color.org).
+fn stderr_in_colour() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color
+}
+
 /// The one-shot commands (all but `init`, `run` and `diff`, which set up
 /// the operator's logging and traces) print warnings to stderr, e.g. a
 /// precompiled plugin that had to be compiled again: one line each, the
@@ -645,11 +650,9 @@ fn main() -> std::process::ExitCode {
 fn init_command_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kube=error,hyper=error,tower=error"));
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
     let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(ansi)
+        .with_ansi(stderr_in_colour())
         .without_time()
         .with_target(false)
         .fmt_fields(service_provider_host::logging::OneLineFields::default());
