@@ -63,6 +63,11 @@ shipped=(
 )
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 rustup target add wasm32-wasip2 >&2
+# Both architectures' runs may build at once, and a guest-flux build
+# rewrites guest_kro.wasm: the plugins are built and hashed by one at a time.
+mkdir -p "$cache"
+exec {plugins_lock}>"$cache/.plugins.lock"
+flock "$plugins_lock"
 pins=()
 for entry in "${shipped[@]}"; do
   IFS=: read -r name package file <<<"$entry"
@@ -73,6 +78,7 @@ for entry in "${shipped[@]}"; do
   digest="$(sha256sum "$target_dir/wasm32-wasip2/plugin/$file" | cut -d' ' -f1)"
   pins+=("$name=sha256:$digest")
 done
+exec {plugins_lock}>&-
 export SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS="${pins[*]}"
 log "shipped plugins: $SERVICE_PROVIDER_HOST_SHIPPED_PLUGINS"
 
@@ -88,6 +94,10 @@ key="$(
 )"
 toolchain="$(rustc -vV | sha256sum | cut -c1-12)"
 binary="$cache/bin/$key/service-provider-host"
+# One build per architecture at a time (the task's dependencies and
+# build-image.sh may ask at once): a second run waits, then finds the binary.
+exec {lock_fd}>"$cache/.$triple.lock"
+flock "$lock_fd"
 if [ -x "$binary" ]; then
   log "cache hit ($key)"
 else

@@ -31,6 +31,11 @@ storage="${BUILDAH_STORAGE:-vfs}"
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 log() { echo "build-image: $*" >&2; }
 started=$SECONDS
+# One run at a time: the build context, the precompiled cache and the tags
+# are shared. A second run waits, then finds the images built.
+mkdir -p "$target_dir/image"
+exec {lock_fd}>"$target_dir/image/.lock"
+flock "$lock_fd"
 # The plugins in the image: <name in /plugins>:<cargo package>:<file>. A
 # plugin whose package is not in this checkout is skipped. Each is built by
 # a cargo invocation of its own, in this order: guest-flux uses guest-kro as

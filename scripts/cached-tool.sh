@@ -14,6 +14,10 @@ registry="${1:?$usage}"
 package="${2:?$usage}"
 version="${3:?$usage}"
 dir="${SPH_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/service-provider-host/tools}/$package-$version"
+# One install at a time per tool and version; a second run waits for it.
+mkdir -p "$(dirname "$dir")"
+exec {lock_fd}>"$dir.lock"
+flock "$lock_fd"
 if [ ! -f "$dir/.installed" ]; then
   echo "cached-tool: installing $package $version from $registry" >&2
   rm -rf "$dir"

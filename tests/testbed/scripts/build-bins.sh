@@ -53,6 +53,12 @@ log() { echo "build-bins [${SECONDS}s]: $*" >&2; }
 
 command -v go >/dev/null || { log "go is not on PATH (Go >= 1.26 is required)"; exit 1; }
 
+# One run at a time: a second waits, then finds what the first built (CI
+# starts these builds in the background while `task test` may ask too).
+mkdir -p "$CACHE"
+exec {lock_fd}>"$CACHE/.build-bins.lock"
+flock "$lock_fd"
+
 # Reads one field of `go mod download -json` without python/jq.
 mod_field() { # module@version field
   go mod download -json "$1" | sed -n "s/^[[:space:]]*\"$2\": \"\(.*\)\",\{0,1\}$/\1/p"

@@ -54,10 +54,22 @@ gen_wrapper() { # name module version package
   )
 }
 
+# Holds the cache entry's lock for the rest of the calling (sub)shell, or
+# of the script: a second run of the same build waits, then finds the
+# binary (CI starts these builds in the background while `task test` may
+# ask for them too).
+lock_entry() { # name-version
+  mkdir -p "${CACHE}"
+  exec {lock_fd}>"${CACHE}/.$1.lock"
+  flock "$lock_fd"
+}
+
 build() { # name module version package binary-name
   local name="$1" module="$2" version="$3" package="$4" out="${CACHE}/$1-$3" bin
   bin="${out}/$5"
   if [ -x "$bin" ] && [ "$REGEN" = 0 ]; then log "cache hit: $bin"; return 0; fi
+  lock_entry "$1-$3"
+  if [ -x "$bin" ] && [ "$REGEN" = 0 ]; then log "cache hit (built meanwhile): $bin"; return 0; fi
   if [ "$REGEN" = 1 ] || [ "$(wrapper_version "${HERE}/go/${name}" "$module")" != "$version" ]; then
     gen_wrapper "$name" "$module" "$version" "$package"
   fi
