@@ -95,7 +95,11 @@ impl Author {
         let dir = tempfile::Builder::new().prefix("author-").tempdir().unwrap();
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        std::fs::copy(env!("CARGO_BIN_EXE_service-provider-host"), bin.join("service-provider-host")).unwrap();
+        // A link, not a copy: a copy's file is open for writing while other
+        // tests' threads fork, and a child that inherited it until its own
+        // exec makes running the copy fail with ETXTBSY ("Text file busy").
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_service-provider-host"), bin.join("service-provider-host"))
+            .unwrap();
         let root = workspace();
         let path: Vec<String> = std::iter::once(bin.display().to_string())
             .chain(std::env::var("PATH").unwrap_or_default().split(':').map(String::from))
