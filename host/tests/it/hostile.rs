@@ -16,6 +16,7 @@ use kube::Api;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use service_provider_host::plugin::grant::{COPY_SOURCE_LABEL, COPY_TO_ANNOTATION, Effective, Grant};
+use service_provider_host::plugin::plan::Planner;
 use service_provider_host::plugin::sandbox::Limits;
 
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
@@ -93,11 +94,8 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         ("many-objects", "PluginError", "limit of 256 objects"),
         ("adopt", "Conflict", "does not take over objects it did not create"),
         ("flux-cloud-identity", "CapabilityDenied", "field /spec/provider must be one of [\"generic\"]"),
-        (
-            "flux-service-account",
-            "CapabilityDenied",
-            "field /spec/serviceAccountName is not one the plugin grant allows",
-        ),
+        ("flux-service-account", "CapabilityDenied", "field /spec/serviceAccountName must not be set"),
+        ("flux-values-from", "CapabilityDenied", "field /spec/valuesFrom must not be set (rule flux-no-platform-data)"),
         ("flux-foreign-source", "CapabilityDenied", "field /spec/chartRef must refer to an object of the same plan"),
         ("copy-kind", "CapabilityDenied", "field /spec/secretRef/name must be one of []"),
         ("status-too-many", "PluginError", "status has 17 conditions, more than 16"),
@@ -338,6 +336,67 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     assert_eq!(admins.data["spec"]["interval"], "5m");
 
     assert_eq!(ready(&f.kro("healthy-1").await.unwrap())["status"], "True", "the healthy instance stayed Ready");
+    assert!(f.operator_running(), "the controller never stopped");
+    f.stop_operator().await;
+}
+
+/// The Flux floor holds under a grant with no field rules, as `plugin
+/// grant` writes one: every kind the plugin asks to write, nothing about
+/// the fields. Without it, a HelmRelease without `kubeConfig` went to
+/// helm-controller, to be installed into the platform cluster with its
+/// rights, and one whose `valuesFrom` named the instance's kubeconfig
+/// Secret would have handed the ControlPlane's token to the chart.
+#[tokio::test]
+async fn a_grant_without_field_rules_is_held_to_the_flux_floor() {
+    // (instance, the rule that refuses it, words of its reason)
+    let attacks: &[(&str, &str, &str)] = &[
+        ("grant-release-platform", "flux-acts-on-the-instance", "field /spec/kubeConfig/secretRef/name must be set"),
+        ("flux-values-from", "flux-no-platform-data", "field /spec/valuesFrom must not be set"),
+        ("flux-service-account", "flux-no-platform-identity", "field /spec/serviceAccountName must not be set"),
+        ("flux-cloud-identity", "flux-no-platform-identity", "field /spec/provider must be one of [\"generic\"]"),
+        ("flux-foreign-source", "flux-own-sources", "field /spec/chartRef must refer to an object of the same plan"),
+    ];
+    let mut names: Vec<&str> = attacks.iter().map(|a| a.0).collect();
+    names.push("healthy-1");
+    let mut f = Fixture::new(options(&names)).await;
+    source_secrets(&f).await;
+
+    // The test grant with every field rule and field list taken out.
+    let mut grant: Value = serde_saphyr::from_str(&plugins::grant_text_for("hostile")).expect("the test grant");
+    for rule in grant["write"].as_array_mut().expect("write rules") {
+        let rule = rule.as_object_mut().expect("a rule");
+        rule.remove("fields");
+        rule.remove("onlyFields");
+    }
+    let grant = Grant::parse(&grant.to_string()).expect("the grant without field rules parses");
+    let hostile = plugins::load(HOSTILE, Limits::default());
+    let granted = Effective::for_component(hostile.descriptor(), hostile.digest(), grant).expect("granted");
+    let planner = Planner { plugin: hostile, granted: std::sync::Arc::new(granted) };
+    let ctx = f.context_for(planner, |_| {}).await;
+    f.start_operator_on(std::sync::Arc::new(ctx));
+    for name in &names {
+        f.create_kro(name, "v1").await;
+    }
+    f.wait_ready("healthy-1").await;
+    for (name, rule, words) in attacks {
+        let condition = ready_condition(&f, name, "CapabilityDenied").await;
+        let message = condition["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(words) && message.contains(&format!("(rule {rule})")),
+            "{name}: expected rule {rule} with {words:?}: {message}"
+        );
+        f.wait_event(name, "Warning", "CapabilityDenied").await;
+    }
+    // Nothing of theirs reached the platform cluster.
+    for name in ["grant-release-platform", "flux-values-from", "flux-foreign-source"] {
+        let releases = f.flux_objects("HelmRelease", name);
+        let applied = releases.list(&Default::default()).await.expect("HelmReleases");
+        assert!(applied.items.is_empty(), "{name}: a HelmRelease was applied");
+    }
+    for name in ["flux-service-account", "flux-cloud-identity", "flux-values-from"] {
+        let sources = f.flux_objects("OCIRepository", name);
+        assert!(sources.get_opt("x").await.unwrap().is_none(), "{name}: an OCIRepository was applied");
+    }
     assert!(f.operator_running(), "the controller never stopped");
     f.stop_operator().await;
 }

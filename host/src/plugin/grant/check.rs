@@ -1,6 +1,7 @@
 //! The per-call checks: is this object, copy or deletion of a plan allowed
-//! for this instance? The always-refused rules ([`super::hard`]) come
-//! first, then the grant; every refusal names its rule.
+//! for this instance? The always-refused rules ([`super::hard`]) and the
+//! Flux floor ([`super::floor`]) come first, then the grant; every refusal
+//! names its rule.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +11,7 @@ use service_provider_sdk::names;
 
 pub use super::fields::{Facts, Sibling};
 use super::fields::{field_denial, unreviewed_field};
+use super::floor;
 use super::hard::{self, Source, Target};
 use super::{COPY_SOURCE_LABEL, COPY_TO_ANNOTATION, Effective, Place, listed};
 
@@ -17,7 +19,7 @@ use super::{COPY_SOURCE_LABEL, COPY_TO_ANNOTATION, Effective, Place, listed};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what} is refused: {reason} (rule {rule})")]
 pub struct Denial {
-    /// The rule's name: one of [`super::hard`]'s, `not-granted`,
+    /// The rule's name: one of [`super::hard`]'s or [`super::floor`]'s, `not-granted`,
     /// `not-requested`, `grant-field`, `no-conversion-webhooks` or
     /// `plural-of-kind`.
     pub rule: String,
@@ -68,6 +70,13 @@ impl Effective {
         let tenant = facts.context.tenant_namespace.as_str();
         if let Some(refusal) = hard::write(target, &self.own, tenant) {
             return Err(Denial::hard(what, refusal));
+        }
+        if let Some(object) = object {
+            for (rule, field) in floor::conditions(target.group, target.kind) {
+                if let Some(reason) = field_denial(field, object, facts, target) {
+                    return Err(Denial::new(rule, what, reason));
+                }
+            }
         }
         let rules = self.grant.write.iter().filter(|rule| {
             place_covers(&rule.place(), target.cluster, target.namespace, tenant)
@@ -247,34 +256,34 @@ mod tests {
         );
         assert!(check(&unreviewed, &plan).unwrap_err().reason.contains("/spec/newField/a is not one"));
         for (bad, rule, text) in [
-            (release(json!({})), "grant-field", "/spec/kubeConfig/secretRef/name must be set"),
+            (release(json!({})), "flux-acts-on-the-instance", "/spec/kubeConfig/secretRef/name must be set"),
             (
                 release(json!({"kubeConfig": {"secretRef": {"name": "other"}}})),
-                "grant-field",
+                "flux-acts-on-the-instance",
                 "must be one of [\"cp-kubeconfig\"]",
             ),
             (
                 release(
                     json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": {"namespace": "mcp--other"}}),
                 ),
-                "grant-field",
+                "flux-own-sources",
                 "chartRef",
             ),
             (
                 release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}},
                     "valuesFrom": [{"kind": "Secret", "name": "platform-credentials"}]})),
-                "grant-field",
-                "/spec/valuesFrom/0/kind is not one the plugin grant allows",
+                "flux-no-platform-data",
+                "/spec/valuesFrom must not be set",
             ),
             (
                 release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "valuesFrom": []})),
-                "grant-field",
-                "/spec/valuesFrom is not one the plugin grant allows",
+                "flux-no-platform-data",
+                "/spec/valuesFrom must not be set",
             ),
             (
                 release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}},
                     "chartRef": {"apiVersion": "evil.example/v1", "kind": "OCIRepository", "name": "chart"}})),
-                "grant-field",
+                "flux-own-sources",
                 "/spec/chartRef must refer to an object of the same plan",
             ),
         ] {
@@ -282,6 +291,55 @@ mod tests {
             assert_eq!(denial.rule, rule, "{bad}");
             assert!(denial.to_string().contains(text), "{denial}");
             assert!(denial.to_string().starts_with("HelmRelease mcp--t/r is refused"), "{denial}");
+        }
+    }
+
+    /// A grant with no field rules (as `plugin grant` writes one) is held
+    /// to the Flux floor all the same, and allows what the floor allows.
+    #[test]
+    fn a_grant_without_field_rules_is_held_to_the_flux_floor() {
+        let kind = ApiKind::new("kro.example", "v1", "Kro", "kroes", true);
+        let descriptor = Descriptor::new("kro", kind.clone(), kind, "f");
+        let mut grant = Grant::default_grant().pinning(&descriptor);
+        for rule in &mut grant.write {
+            rule.fields.clear();
+            rule.only_fields.clear();
+        }
+        let e = Effective::new(&descriptor, grant).unwrap();
+        let check = |object: &Value, siblings: &[Sibling]| {
+            e.check_write(&facts(&context(), siblings), &RELEASE, Some(object), "HelmRelease mcp--t/r")
+        };
+        let chart_ref = json!({"kind": "OCIRepository", "name": "chart"});
+        let plan = [sibling("OCIRepository", "chart", false)];
+        let good = release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref}));
+        assert_eq!(check(&good, &plan), Ok(()));
+        let unreviewed = release(
+            json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref, "newField": 1}),
+        );
+        assert_eq!(check(&unreviewed, &plan), Ok(()), "no field list: a field nobody reviewed passes");
+        for (bad, rule) in [
+            (json!({"chartRef": chart_ref}), "flux-acts-on-the-instance"),
+            (
+                json!({"kubeConfig": {"configMapRef": {"name": "x"}}, "chartRef": chart_ref}),
+                "flux-acts-on-the-instance",
+            ),
+            (
+                json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "serviceAccountName": "admin",
+                    "chartRef": chart_ref}),
+                "flux-acts-on-the-instance",
+            ),
+            (
+                json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref,
+                    "valuesFrom": [{"kind": "Secret", "name": "cp-kubeconfig"}]}),
+                "flux-no-platform-data",
+            ),
+            (
+                json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}},
+                    "chartRef": {"kind": "OCIRepository", "name": "someone-elses"}}),
+                "flux-own-sources",
+            ),
+        ] {
+            assert_eq!(check(&release(bad.clone()), &plan).unwrap_err().rule, rule, "{bad}");
         }
     }
 
@@ -296,29 +354,31 @@ mod tests {
             Sibling { namespace: Some("kro-system".into()), cluster: Cluster::ControlPlane, ..copy.clone() };
         assert_eq!(
             e.check_write(&facts(&context(), &[elsewhere]), &repo, Some(&object), "r").unwrap_err().rule,
-            "grant-field"
+            "flux-no-platform-credentials"
         );
         // A ConfigMap copy of that name does not make a Secret reference acceptable.
         let config_map = Sibling { kind: "ConfigMap".into(), ..copy };
         assert_eq!(
             e.check_write(&facts(&context(), &[config_map]), &repo, Some(&object), "r").unwrap_err().rule,
-            "grant-field"
+            "flux-no-platform-credentials"
         );
-        for credential in
-            [json!({"provider": "aws"}), json!({"serviceAccountName": "default"}), json!({"insecure": true})]
-        {
+        for (credential, rule) in [
+            (json!({"provider": "aws"}), "flux-no-platform-identity"),
+            (json!({"serviceAccountName": "default"}), "flux-no-platform-identity"),
+            (json!({"insecure": true}), "grant-field"),
+        ] {
             let mut object = json!({"spec": {"url": KRO_CHART}});
             object["spec"].as_object_mut().unwrap().extend(credential.as_object().unwrap().clone());
             assert_eq!(
                 e.check_write(&facts(&context(), &[]), &repo, Some(&object), "r").unwrap_err().rule,
-                "grant-field",
+                rule,
                 "{object}"
             );
         }
         let kubeconfig = json!({"spec": {"secretRef": {"name": "cp-kubeconfig"}}});
         assert_eq!(
             e.check_write(&facts(&context(), &[]), &repo, Some(&kubeconfig), "r").unwrap_err().rule,
-            "grant-field"
+            "flux-no-platform-credentials"
         );
     }
 

@@ -26,6 +26,7 @@ pub mod check;
 pub mod delta;
 pub mod effective;
 mod fields;
+mod floor;
 pub mod hard;
 pub mod identity;
 

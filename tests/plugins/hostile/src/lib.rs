@@ -286,6 +286,14 @@ impl Provider for Hostile {
                 "metadata": {"name": "someone-elses"}, "spec": {"version": "hijacked"},
             }))),
             "grant-release-platform" => objects.push(object(Platform, helm_release("hostile", tenant, None))),
+            // The instance's own kubeconfig Secret as the chart's values:
+            // helm-controller would hand the token to the chart.
+            "flux-values-from" => {
+                let mut release = helm_release("hostile", tenant, Some(&cp_secret));
+                release["spec"]["valuesFrom"] = json!([{"kind": "Secret", "name": cp_secret, "valuesKey": "kubeconfig"}]);
+                objects.push(object(Platform, source("x", tenant, json!({}))));
+                objects.push(object(Platform, release));
+            }
             n if n.starts_with("sleep") => std::thread::sleep(std::time::Duration::from_secs(3600)),
             "bad-labels" => objects.push(object(Platform, json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
