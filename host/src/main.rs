@@ -159,6 +159,12 @@ struct GrantArgs {
     /// (kro, flux), which the built-in grant refuses by digest.
     #[arg(long)]
     built_in: bool,
+    /// Print the grant also when the plugin asks for what no review covers
+    /// (a named cluster power in a token rule, a Flux kind the built-in
+    /// grant has no rule for, a core kind observed whole); the file's header
+    /// then names each. Without it, such a grant is refused.
+    #[arg(long, conflicts_with = "built_in")]
+    allow_unreviewed: bool,
 }
 
 #[derive(Args)]
@@ -761,7 +767,7 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             let grant = match args.built_in {
                 true => service_provider_host::plugin::grant::Grant::built_in_admitting(plugin.name(), plugin.digest())
                     .map_err(anyhow::Error::msg)?,
-                false => author::inspect::grant_for(plugin.descriptor(), plugin.digest())?,
+                false => author::inspect::grant_for(plugin.descriptor(), plugin.digest(), args.allow_unreviewed)?,
             };
             print(&grant)?;
         }

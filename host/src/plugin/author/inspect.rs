@@ -4,10 +4,14 @@
 //!
 //! The grant is what an author hands the platform team with the digest and
 //! the signing key: its identity pinned to the component's digest, one
-//! write rule per capability, one observe rule per observation, the token
-//! rules as requested. It is checked before it is printed: intersected with
-//! the descriptor it must refuse nothing, so what the platform reviews is
-//! what the plugin runs with.
+//! write rule per capability (with the built-in grant's reviewed field
+//! rules where it has a rule for the kind), one observe rule per
+//! observation, the token rules as requested. It is checked before it is
+//! printed: intersected with the descriptor it must refuse nothing, so what
+//! the platform reviews is what the plugin runs with. What nobody reviewed
+//! (a named cluster power in a token rule, a Flux kind the built-in grant
+//! has no rule for, a core kind observed whole) is printed only when the
+//! author says so, and then the file's header names each.
 
 use serde::Serialize;
 use service_provider_sdk::contract::{
@@ -15,7 +19,7 @@ use service_provider_sdk::contract::{
 };
 
 use crate::plugin::grant::identity::crd_name_and_group;
-use crate::plugin::grant::{Effective, Grant};
+use crate::plugin::grant::{Effective, FieldRule, Grant, WriteRule, hard, listed};
 use crate::plugin::sandbox::Plugin;
 
 /// What `plugin inspect` prints.
@@ -152,6 +156,10 @@ struct RuleDocument {
     kinds: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     detail: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    only_fields: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fields: Vec<FieldRule>,
 }
 
 /// The places of a grant rule (`namespaces`, `clusterScoped`) that cover
@@ -175,8 +183,60 @@ impl RuleDocument {
             groups: vec![group.into()],
             kinds: vec![kind.into()],
             detail,
+            only_fields: Vec::new(),
+            fields: Vec::new(),
         }
     }
+
+    /// With the field rules of the built-in grant's rule for this kind on
+    /// this cluster, if it has one.
+    fn reviewed(mut self, reviewed: &[WriteRule]) -> Self {
+        let (group, kind) = (&self.groups[0], &self.kinds[0]);
+        if let Some(rule) = reviewed.iter().find(|r| {
+            r.place().cluster == self.cluster
+                && listed(&r.groups, group)
+                && listed(&r.kinds, kind)
+                && !(r.fields.is_empty() && r.only_fields.is_empty())
+        }) {
+            self.only_fields = rule.only_fields.clone();
+            self.fields = rule.fields.clone();
+        }
+        self
+    }
+}
+
+/// What of a descriptor no review covers: printed only with
+/// `--allow-unreviewed`, and then named in the grant's header.
+fn unreviewed(descriptor: &Descriptor, write: &[RuleDocument]) -> Vec<String> {
+    let access = &descriptor.access;
+    let mut found: Vec<String> = access
+        .control_plane_rules
+        .iter()
+        .chain(access.workload_cluster.then_some(&access.workload_rules).into_iter().flatten())
+        .flat_map(hard::powers)
+        .map(|power| format!("the token rule for {power}, a power over the cluster itself"))
+        .collect();
+    found.extend(
+        write
+            .iter()
+            .filter(|r| r.groups[0].ends_with(".toolkit.fluxcd.io") && r.fields.is_empty() && r.only_fields.is_empty())
+            .map(|r| {
+                format!(
+                    "writing {} ({}), a Flux kind the built-in grant has no reviewed rule for",
+                    r.kinds[0], r.groups[0]
+                )
+            }),
+    );
+    found.extend(
+        descriptor
+            .observations
+            .iter()
+            .filter(|o| o.api.group.is_empty() && o.detail == Detail::Full)
+            .map(|o| format!("observing {} whole (detail: full), a core kind", o.api.kind)),
+    );
+    found.sort();
+    found.dedup();
+    found
 }
 
 /// Why no grant could be written.
@@ -188,11 +248,20 @@ pub enum GrantWriteError {
     /// grant can give, such as a reserved API group).
     #[error("plugin {plugin} asks for what no grant gives: {}", refused.join("; "))]
     Refused { plugin: String, refused: Vec<String> },
+    /// The plugin asks for what nobody reviewed, and the author did not
+    /// say to print it anyway.
+    #[error(
+        "plugin {plugin} asks for what no review covers: {}; review it, then run again with --allow-unreviewed \
+         (the grant's header will name each)",
+        unreviewed.join("; ")
+    )]
+    Unreviewed { plugin: String, unreviewed: Vec<String> },
 }
 
 /// The grant that gives the component with this descriptor and digest
-/// exactly what it asks for, as YAML with a header saying so.
-pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantWriteError> {
+/// exactly what it asks for, as YAML with a header saying so. What no
+/// review covers ([`unreviewed`]) is refused unless `allow_unreviewed`.
+pub fn grant_for(descriptor: &Descriptor, digest: &str, allow_unreviewed: bool) -> Result<String, GrantWriteError> {
     let kind =
         |k: &service_provider_sdk::contract::ApiKind| KindDocument { group: k.group.clone(), kind: k.kind.clone() };
     // Secrets are never written from a plan (no Secret data passes the
@@ -200,6 +269,15 @@ pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantW
     let (copied, written): (Vec<&Capability>, Vec<&Capability>) =
         descriptor.capabilities.iter().partition(|c| c.api.group.is_empty() && c.api.kind == "Secret");
     let access = &descriptor.access;
+    let reviewed = Grant::default_grant().write;
+    let write: Vec<RuleDocument> = written
+        .iter()
+        .map(|c| RuleDocument::new(c.cluster, &c.scope, &c.api.group, &c.api.kind, None).reviewed(&reviewed))
+        .collect();
+    let unreviewed = unreviewed(descriptor, &write);
+    if !unreviewed.is_empty() && !allow_unreviewed {
+        return Err(GrantWriteError::Unreviewed { plugin: descriptor.name.clone(), unreviewed });
+    }
     let token_rules = TokenRulesDocument {
         control_plane: access.control_plane_rules.clone(),
         workload: if access.workload_cluster { access.workload_rules.clone() } else { Vec::new() },
@@ -216,10 +294,7 @@ pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantW
             token_rules: (!token_rules.control_plane.is_empty() || !token_rules.workload.is_empty())
                 .then_some(token_rules),
         }],
-        write: written
-            .iter()
-            .map(|c| RuleDocument::new(c.cluster, &c.scope, &c.api.group, &c.api.kind, None))
-            .collect(),
+        write,
         observe: descriptor
             .observations
             .iter()
@@ -250,12 +325,78 @@ pub fn grant_for(descriptor: &Descriptor, digest: &str) -> Result<String, GrantW
     if !refused.is_empty() {
         return Err(GrantWriteError::Refused { plugin: descriptor.name.clone(), refused });
     }
+    let unreviewed: String =
+        unreviewed.iter().map(|u| format!("#   - {}\n", crate::syntax::one_line(u, 200))).collect();
+    let unreviewed = match unreviewed.is_empty() {
+        true => String::new(),
+        false => format!("# UNREVIEWED, printed with --allow-unreviewed; review each before granting:\n{unreviewed}"),
+    };
     Ok(format!(
         "# The grant for plugin {name}, component {digest}: its identity pinned to\n\
-         # those bytes, and exactly what it asks for. Which Secrets and ConfigMaps\n\
-         # of the provider's namespace copies may come from (copy.sources) is the\n\
+         # those bytes, and exactly what it asks for. Flux kinds carry the built-in\n\
+         # grant's reviewed field rules. Which Secrets and ConfigMaps of the\n\
+         # provider's namespace copies may come from (copy.sources) is the\n\
          # platform's to add, as are copy targets for ConfigMap copies and\n\
-         # conditions on the fields of written objects (fields, onlyFields).\n{yaml}",
+         # conditions on the fields of other written objects (fields, onlyFields).\n{unreviewed}{yaml}",
         name = descriptor.name
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use service_provider_sdk::contract::{ApiKind, Stage};
+
+    use super::*;
+
+    fn descriptor(token_rules: Vec<PolicyRule>, observe_config_maps: bool) -> Descriptor {
+        let service = ApiKind::new("greeter.example", "v1alpha1", "Greeter", "greeters", true);
+        let release = ApiKind::new("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", true);
+        let mut d = Descriptor::new("greeter", service.clone(), service, "greeter.example/finalizer");
+        d.capabilities =
+            vec![Capability { cluster: Cluster::Platform, api: release, scope: NamespaceScope::Tenant, names: vec![] }];
+        d.access.control_plane_rules = token_rules;
+        if observe_config_maps {
+            d.observations = vec![Observation {
+                id: "settings".into(),
+                cluster: Cluster::ControlPlane,
+                api: ApiKind::new("", "v1", "ConfigMap", "configmaps", true),
+                scope: NamespaceScope::Any,
+                name: None,
+                stage: Stage::Reconcile,
+                detail: Detail::Full,
+            }];
+        }
+        d
+    }
+
+    const DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+    #[test]
+    fn a_flux_kind_carries_the_reviewed_field_rules() {
+        let reads = PolicyRule::new(&[""], &["configmaps"], &["get"]);
+        let text = grant_for(&descriptor(vec![reads], false), DIGEST, false).expect("nothing unreviewed");
+        let grant = Grant::parse(&text).expect("the printed grant parses");
+        let release = &grant.write[0];
+        assert!(release.only_fields.iter().any(|f| f == "/spec/kubeConfig/secretRef"), "{text}");
+        let kubeconfig = release.fields.iter().find(|f| f.path == "/spec/kubeConfig/secretRef/name").expect("{text}");
+        assert!(kubeconfig.required && kubeconfig.one_of.contains(&"{controlPlaneSecret}".to_string()), "{text}");
+        assert!(!text.contains("UNREVIEWED"), "{text}");
+    }
+
+    #[test]
+    fn what_no_review_covers_is_printed_only_when_allowed_and_then_named() {
+        let powers = PolicyRule::new(&["rbac.authorization.k8s.io"], &["clusterroles"], &["escalate", "bind"]);
+        let d = descriptor(vec![powers], true);
+        let refused = grant_for(&d, DIGEST, false).unwrap_err().to_string();
+        for expected in
+            ["escalate on clusterroles", "bind on clusterroles", "observing ConfigMap whole", "--allow-unreviewed"]
+        {
+            assert!(refused.contains(expected), "{expected}: {refused}");
+        }
+        let text = grant_for(&d, DIGEST, true).expect("printed when allowed");
+        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with('#')).collect();
+        assert!(header.iter().any(|l| l.contains("UNREVIEWED")), "{text}");
+        assert!(header.iter().any(|l| l.contains("escalate on clusterroles")), "{text}");
+        assert!(header.iter().any(|l| l.contains("observing ConfigMap whole")), "{text}");
+    }
 }

@@ -34,7 +34,7 @@ use std::path::Path;
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use service_provider_sdk::contract::{Cluster, PolicyRule};
 
 pub use check::Denial;
@@ -138,33 +138,33 @@ pub struct WriteRule {
 
 /// A condition on one field (a JSON pointer) of a written object. Values
 /// may use the placeholders of [`PLACEHOLDERS`].
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FieldRule {
     pub path: String,
     /// The field must be present.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub required: bool,
     /// The field must not be present.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub absent: bool,
     /// If present, the field must be a string with one of these values.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub one_of: Vec<String>,
     /// If present, the field must be a reference `{kind, name}` (with, if
     /// set, the object's own `namespace`) to an object the same plan
     /// applies on the same cluster in the same namespace: never to
     /// another provider's object that happens to be there.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub planned: bool,
     /// If present, the field must be a duration (Go's syntax, `1m30s`) of
     /// at least this (`30s`): how often a Flux controller acts for the
     /// instance is a cost to every tenant of that controller.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_least: Option<String>,
     /// If present, the field must be a duration of at most this: a Helm
     /// action's timeout holds one of helm-controller's workers.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_most: Option<String>,
 }
 
