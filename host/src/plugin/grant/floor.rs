@@ -114,8 +114,6 @@ static FLOOR: LazyLock<Vec<Floor>> = LazyLock::new(|| {
 /// The conditions an object of `group` and `kind` is held to, each with its
 /// rule's name.
 pub(super) fn conditions(group: &str, kind: &str) -> impl Iterator<Item = (&'static str, &'static FieldRule)> {
-    let group = group.to_string();
-    let kind = kind.to_string();
     FLOOR
         .iter()
         .filter(move |f| f.group == group && f.kinds.iter().any(|k| *k == "*" || *k == kind))
