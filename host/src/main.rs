@@ -345,6 +345,13 @@ struct DiffArgs {
     /// at most 16, each with up to --plugin-memory-mib of guest memory.
     #[arg(long, default_value_t = controller::preview::CONCURRENCY as u64, value_parser = clap::value_parser!(u64).range(1..=16))]
     concurrency: u64,
+    /// Also reach each instance's ControlPlane (and workload cluster) with
+    /// the access `run` was granted, to compare the objects there with what
+    /// is live. It reads every tenant's kubeconfig Secret, so it needs the
+    /// host's own ServiceAccount; without it, those objects are compared
+    /// with the current plugin's plan.
+    #[arg(long)]
+    tenant_clusters: bool,
     /// Output format.
     #[arg(short, long, value_enum, default_value = "text")]
     output: DiffOutput,
@@ -807,6 +814,7 @@ async fn diff(args: DiffArgs) -> anyhow::Result<std::process::ExitCode> {
         concurrency: args.concurrency as usize,
         candidate_provider_config,
         page: controller::preview::LIST_PAGE,
+        tenant_clusters: args.tenant_clusters,
     };
     let metrics = Metrics::new(&settings.provider_name);
     let platform = clusters::platform_client_with(&metrics, clusters::Writes::Refused).await?;

@@ -22,7 +22,7 @@ use kube::api::ListParams;
 use kube::runtime::events::Reporter;
 pub use run::run;
 use service_provider_sdk::contract::{Cluster, Descriptor, KubeconfigRef, PolicyRule};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::adopt::Adoption;
 use crate::clusters::onboarding::Onboarding;
@@ -152,7 +152,23 @@ pub async fn onboarding(
         return Ok(Onboarding::fixed(client));
     }
     let at = request_onboarding(platform, settings, descriptor, Onboard::Run).await?;
-    Onboarding::from_secret(platform, at, metrics).await
+    let onboarding = Onboarding::from_secret(platform, at, metrics).await?;
+    let controller = &descriptor.service.group;
+    let rules = preview_onboarding_rules(descriptor);
+    let (namespace, field_manager) = (&settings.pod_namespace, settings.field_manager());
+    let local = Onboard::Run.local_name();
+    if let Err(e) = access::request_preview_access(platform, namespace, controller, local, &rules, &field_manager).await
+    {
+        warn!(error = %crate::error::report(&e), "the preview's read-only onboarding access was not requested");
+    }
+    Ok(onboarding)
+}
+
+/// What the preview (`diff`) may do on the onboarding cluster: read the
+/// service objects, nothing else.
+pub fn preview_onboarding_rules(descriptor: &Descriptor) -> Vec<PolicyRule> {
+    let plural = &descriptor.service.plural;
+    vec![PolicyRule::new(&[descriptor.service.group.as_str()], &[plural.as_str()], &["get", "list"])]
 }
 
 /// The development override, if given (writing as `settings.writes` says).

@@ -18,13 +18,13 @@ use serde_json::Value;
 use service_provider_sdk::contract::Cluster;
 
 use super::{Reached, Settings, shared};
-use crate::clusters::{self, Writes};
+use crate::clusters::{self, Writes, kinds};
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::plugin::grant::delta::{self, Delta};
 use crate::plugin::plan::Planner;
 use crate::reconcile::access;
-use crate::reconcile::apply::dry_run::Forbidden;
+use crate::reconcile::apply::dry_run::{Compared, Forbidden};
 use crate::reconcile::preview::{self, Fleet, InstancePreview, Verdict};
 use crate::reconcile::read_provider_config;
 use crate::reconcile::shared::Loaded;
@@ -46,6 +46,12 @@ pub struct PreviewOptions {
     pub candidate_provider_config: Option<Value>,
     /// Service objects listed (and held) at once.
     pub page: u32,
+    /// Reach each instance's ControlPlane (and workload cluster) with the
+    /// access `run` was granted, to compare the objects there with what is
+    /// live. That reads every tenant's kubeconfig Secret: only with the
+    /// host's own identity. Without it, those objects are compared with
+    /// the current component's plan.
+    pub tenant_clusters: bool,
 }
 
 /// One component, as the preview names it.
@@ -83,6 +89,9 @@ pub struct FleetPreview {
     /// What the candidate asks for beyond the current component, and what
     /// its grant does not give.
     pub grant: Delta,
+    /// Whether the tenants' clusters were reached (`--tenant-clusters`);
+    /// if not, the objects there were compared with the current plan.
+    pub tenant_clusters: bool,
     pub counts: Counts,
     pub instances: Vec<InstancePreview>,
 }
@@ -115,14 +124,20 @@ pub async fn preview(
     let grant = delta::between(current.descriptor(), candidate.descriptor(), &candidate.granted);
     let (current_component, candidate_component) = (Component::of(&current), Component::of(&candidate));
     let onboarding = onboarding(&platform, &settings, &current, &metrics).await?;
-    let candidate = Loaded::new(candidate, Default::default());
-    let ctx = shared(current, &settings, Reached::new(platform, onboarding), metrics);
+    // Both components' kinds against discovery, as `run` checks them at
+    // start: a plural that belongs to another kind is refused.
+    let current_versions = kinds::check(current.descriptor(), &platform, &onboarding).await?;
+    let candidate_versions = kinds::check(candidate.descriptor(), &platform, &onboarding).await?;
+    let candidate = Loaded::new(candidate, candidate_versions);
+    let reached = Reached { platform_versions: current_versions, ..Reached::new(platform, onboarding) };
+    let ctx = shared(current, &settings, reached, metrics);
     let provider_config = read_provider_config(&ctx).await?;
     let forbidden = Forbidden::default();
     let fleet = Fleet {
         current: provider_config.as_ref(),
         candidate: options.candidate_provider_config.as_ref().or(provider_config.as_ref()),
         forbidden: &forbidden,
+        tenant_clusters: options.tenant_clusters,
     };
     // A page of service objects at a time, each previewed as soon as it is
     // listed: memory follows the page, not the fleet.
@@ -157,11 +172,14 @@ pub async fn preview(
             Verdict::Failed => &mut counts.failed,
         } += 1;
     }
-    Ok(FleetPreview { current: current_component, candidate: candidate_component, grant, counts, instances })
+    let (current, candidate) = (current_component, candidate_component);
+    let tenant_clusters = options.tenant_clusters;
+    Ok(FleetPreview { current, candidate, grant, tenant_clusters, counts, instances })
 }
 
-/// The onboarding cluster, read-only: the override file, or the access
-/// `run` was granted (a preview requests none of its own).
+/// The onboarding cluster, read-only: the override file, or the preview's
+/// own read-only access, which `run` asks for (a preview requests none, and
+/// never holds the token `run` writes with).
 async fn onboarding(
     platform: &Client,
     settings: &Settings,
@@ -171,13 +189,8 @@ async fn onboarding(
     if let Some(client) = super::operator_onboarding(settings, metrics).await? {
         return Ok(client);
     }
-    let at = access::granted_onboarding_access(
-        platform,
-        &settings.pod_namespace,
-        &current.descriptor().service.group,
-        super::Onboard::Run.local_name(),
-    )
-    .await?;
+    let controller = &current.descriptor().service.group;
+    let at = access::granted_preview_access(platform, &settings.pod_namespace, controller).await?;
     let (text, _) = clusters::read_kubeconfig(platform, &at).await?;
     clusters::client_from_kubeconfig_with(&text, Cluster::Onboarding, metrics, Writes::Refused).await
 }
@@ -260,6 +273,9 @@ pub fn text(preview: &FleetPreview) -> String {
             }
         }
     }
+    if !preview.tenant_clusters {
+        out.push_str("tenant clusters: not reached; their objects are compared with the current plugin's plan\n");
+    }
     let c = &preview.counts;
     let _ = writeln!(
         out,
@@ -303,9 +319,10 @@ pub fn text(preview: &FleetPreview) -> String {
                 preview::Action::Prune => "-",
                 preview::Action::Keep => "=",
             };
-            let note = match o.action {
-                preview::Action::Prune => " (no longer planned: pruned)",
-                preview::Action::Keep => " (no longer planned: kept, Namespaces are never pruned)",
+            let note = match (o.action, o.compared) {
+                (preview::Action::Prune, _) => " (no longer planned: pruned)",
+                (preview::Action::Keep, _) => " (no longer planned: kept, Namespaces are never pruned)",
+                (_, Some(Compared::Plans)) => " (against the current plan: its cluster was not reached)",
                 _ => "",
             };
             let _ = writeln!(out, "  {sign} {}{note}", object(&o.object));

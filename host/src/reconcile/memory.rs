@@ -59,8 +59,10 @@ struct Entry {
 pub enum Memo {
     /// A client built from this kubeconfig Secret works.
     Kubeconfig { namespace: String, name: String },
-    /// A cluster serves the plugin's kinds of this API version.
-    Kinds { cluster: Cluster, api_version: String },
+    /// A cluster serves the kinds of this API version as the component of
+    /// this digest describes them (a canary's or a candidate's kinds are
+    /// checked on their own).
+    Kinds { cluster: Cluster, api_version: String, component: String },
     /// An object applied, or a copy made, on a cluster the host does not
     /// watch is as wanted (its digest says what was wanted).
     Step { cluster: Cluster, what: String },

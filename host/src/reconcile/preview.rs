@@ -2,10 +2,12 @@
 //! as a candidate would, and what switching would change on its clusters,
 //! written nowhere.
 //!
-//! access (only what is granted already) → connect → gather (each
+//! access (only what is granted already) → connect (the tenant's clusters
+//! only when asked: that reads their kubeconfig Secrets) → gather (each
 //! component its own observations) → plan (both, each checked against its
 //! grant) → compare: the candidate's objects against what is live (a
-//! server-side dry run), what it no longer plans (pruned after a switch),
+//! server-side dry run; on a cluster not reached, against the current
+//! component's plan), what it no longer plans (pruned after a switch),
 //! its copies, status and refusals against the current answer, and the
 //! token rules of its AccessRequests against the live ones.
 //!
@@ -21,9 +23,9 @@ use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, KubeconfigRef, PolicyRule};
 
 use super::access::{self, Answer as AccessAnswer, Target};
-use super::apply::dry_run::{Forbidden, WouldApply, would_apply};
+use super::apply::dry_run::{Compared, Forbidden, WouldApply, would_apply};
 use super::live::{Kubeconfigs, connect, observe};
-use super::reach::{current_request, instance_access};
+use super::reach::{check_kinds, current_request, instance_access};
 use super::shared::Loaded;
 use super::{Shared, key_of};
 use crate::Error;
@@ -62,7 +64,7 @@ pub struct ObjectChange {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldChange>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub compared: Option<super::apply::dry_run::Compared>,
+    pub compared: Option<Compared>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -144,6 +146,10 @@ pub struct Fleet<'a> {
     pub current: Option<&'a Value>,
     pub candidate: Option<&'a Value>,
     pub forbidden: &'a Forbidden,
+    /// Whether each instance's ControlPlane (and workload cluster) is
+    /// reached, with the kubeconfig Secrets of its AccessRequests; if not,
+    /// the objects there are compared with the current component's plan.
+    pub tenant_clusters: bool,
 }
 
 /// Previews one instance; never fails: what could not be previewed is the
@@ -184,13 +190,23 @@ async fn previewed(
     };
     let kubeconfigs =
         || Kubeconfigs { control_plane: control_plane.clone(), workload: workload.as_ref().map(|(at, _)| at.clone()) };
-    // Step: clients.
-    let clients = connect(ctx, &ctx.plugin, &key, &kubeconfigs()).await?;
+    // Step: clients of the tenant's clusters, when asked for, both
+    // components' kinds checked on them.
+    let clients = match fleet.tenant_clusters {
+        true => Some(connect(ctx, &ctx.plugin, &key, &kubeconfigs()).await?),
+        false => None,
+    };
+    if let Some(clients) = &clients {
+        check_kinds(candidate, &ctx.memory, &key, Cluster::ControlPlane, &clients.control_plane).await?;
+        if let Some(workload) = &clients.workload {
+            check_kinds(candidate, &ctx.memory, &key, Cluster::Workload, workload).await?;
+        }
+    }
     let reach = Reach {
         platform: &ctx.clusters.platform,
         onboarding: &ctx.clusters.onboarding,
-        control_plane: Some(&clients.control_plane),
-        workload: clients.workload.as_ref(),
+        control_plane: clients.as_ref().map(|c| &c.control_plane),
+        workload: clients.as_ref().and_then(|c| c.workload.as_ref()),
     };
     // Step: each component's input, then its checked answer.
     let asked = Asked { raw: &raw, instance: &instance, reach: &reach };
@@ -202,16 +218,19 @@ async fn previewed(
     // Step: what the candidate's answer would change: its objects against
     // what is live; against the current answer, its status, and what it no
     // longer writes or newly copies.
-    let compare::Differences { added, removed, status, .. } = compare::compare(&current, &next);
+    let compare::Differences { added, removed, changed, status, .. } = compare::compare(&current, &next);
     preview.status = status;
     if let Some(plan) = next.plan() {
         let owner = instance.owner(&ctx.identity.provider_name);
         for (manifest, key) in plan.manifests.iter().zip(plan.inventory_in_order()) {
-            let client = reach.client(manifest.cluster).expect("checked by plan::check_plan");
-            let would = would_apply(client, manifest, &owner, &ctx.identity.field_manager, fleet.forbidden).await?;
-            if let Some(change) = object_change(key, would) {
-                preview.objects.push(change);
-            }
+            let change = match reach.client(manifest.cluster) {
+                Some(client) => {
+                    let manager = &ctx.identity.field_manager;
+                    object_change(key, would_apply(client, manifest, &owner, manager, fleet.forbidden).await?)
+                }
+                None => planned_change(key, &added, &changed),
+            };
+            preview.objects.extend(change);
         }
     }
     if let (Some(was), Some(now)) = (current.plan(), next.plan()) {
@@ -281,6 +300,18 @@ fn object_change(object: ObjectKey, would: WouldApply) -> Option<ObjectChange> {
     }
     let action = if would.create { Action::Create } else { Action::Update };
     Some(ObjectChange { object, action, fields: would.fields, compared: Some(would.compared) })
+}
+
+/// An object on a cluster the preview did not reach, against the current
+/// component's plan: created if only the candidate plans it, updated if it
+/// plans it otherwise.
+fn planned_change(object: ObjectKey, added: &[ObjectKey], changed: &[compare::Changed]) -> Option<ObjectChange> {
+    let compared = Some(Compared::Plans);
+    if added.contains(&object) {
+        return Some(ObjectChange { object, action: Action::Create, fields: Vec::new(), compared });
+    }
+    let fields = changed.iter().find(|c| c.object == object)?.fields.clone();
+    Some(ObjectChange { object, action: Action::Update, fields, compared })
 }
 
 /// An object the current plan writes and the candidate's does not: pruned

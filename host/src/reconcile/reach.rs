@@ -96,7 +96,8 @@ pub(super) async fn check_kinds(
     client: &Client,
 ) -> Result<(), Error> {
     for (api_version, kinds) in kinds::on_cluster(plugin.descriptor(), cluster) {
-        let memo = Memo::Kinds { cluster, api_version: api_version.clone() };
+        let component = plugin.planner.plugin.digest().to_string();
+        let memo = Memo::Kinds { cluster, api_version: api_version.clone(), component };
         if plugin.platform_versions.contains(&api_version) || memory.is_verified(key, &memo) {
             continue;
         }

@@ -225,14 +225,20 @@ fn grants(docs: &[(String, Value)], service_account: &str) -> Vec<Grant> {
     grants
 }
 
-/// Nothing refused (but a dry run: the preview's Role may only read),
-/// nothing granted that was not used.
-fn check(audit_log: &Path, docs: &[(String, Value)], service_account: &str) {
+/// Nothing refused (but a dry run: the preview's Role may only read, and
+/// the test's own attempts on `attacked` resources), nothing granted that
+/// was not used.
+fn check(audit_log: &Path, docs: &[(String, Value)], service_account: &str, attacked: &[&str]) {
     let user = format!("system:serviceaccount:{NAMESPACE}:{service_account}");
     let requests = identity::requests_of(audit_log, &user);
     assert!(!requests.is_empty(), "no requests of {user} in the audit log");
-    let refused: Vec<&Request> = requests.iter().filter(|r| r.code == 403 && !r.dry_run).collect();
+    let refused: Vec<&Request> =
+        requests.iter().filter(|r| r.code == 403 && !r.dry_run && !attacked.contains(&r.resource.as_str())).collect();
     assert!(refused.is_empty(), "{user} was refused (the RBAC lacks these):\n{refused:#?}");
+    for resource in attacked {
+        let tried = requests.iter().any(|r| r.resource == *resource && r.code == 403);
+        assert!(tried, "the attempt on {resource} as {user} is not in the audit log as refused");
+    }
     let unused: Vec<String> = grants(docs, service_account)
         .iter()
         .filter(|g| !requests.iter().any(|r| g.used_by(r)))
@@ -266,13 +272,66 @@ async fn the_standalone_rbac_is_exactly_what_init_and_run_do() {
     }
     // A refused request fails the lifecycle; the audit log says which.
     let lifecycle = tokio::spawn(lifecycle(&audited.env, docs.clone())).await;
-    check(&audited.audit_log, &docs, "service-provider-kro-init");
-    check(&audited.audit_log, &docs, "service-provider-kro");
-    check(&audited.audit_log, &docs, "service-provider-kro-preview");
+    check(&audited.audit_log, &docs, "service-provider-kro-init", &[]);
+    check(&audited.audit_log, &docs, "service-provider-kro", &[]);
+    let attacked = ["secrets", "configmaps", "helmreleases"];
+    check(&audited.audit_log, &docs, "service-provider-kro-preview", &attacked);
     let _ = std::fs::remove_dir_all(audited.audit_log.parent().expect("the audit directory"));
     if let Err(failed) = lifecycle {
         std::panic::resume_unwind(failed.into_panic());
     }
+}
+
+/// The preview's token, used as an attacker holding it would: it reads no
+/// tenant's kubeconfig, not the host's own onboarding credentials, no
+/// Secret list; it writes nothing on the platform; and the onboarding
+/// access it reads through asks for nothing but reading the service kind.
+async fn the_preview_token_reads_no_credentials_and_writes_nothing(f: &Fixture, admin: &Client, kubeconfig: &str) {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    let preview = testbed::client_from_kubeconfig(kubeconfig).await.unwrap();
+    let forbidden = |what: &str, result: Result<(), kube::Error>| {
+        assert!(matches!(result, Err(kube::Error::Api(ref e)) if e.code == 403), "{what}: {result:?}");
+    };
+    let secret_of = |namespace: String, request: String| {
+        let admin = admin.clone();
+        async move {
+            let api: Api<DynamicObject> = Api::namespaced_with(admin, &namespace, &access_request_resource());
+            let ar = api.get(&request).await.unwrap_or_else(|e| panic!("AccessRequest {namespace}/{request}: {e}"));
+            ar.data["status"]["secretRef"]["name"].as_str().expect("a granted request").to_string()
+        }
+    };
+    let tenant = f.tenant("mcp-01");
+    let tenant_secret = secret_of(tenant.clone(), "kro.services.open-control-plane.io--mcp-01--mcp".into()).await;
+    let run_secret = secret_of(NAMESPACE.into(), "kro.services.open-control-plane.io--onboarding-run".into()).await;
+    let secrets = |namespace: &str| Api::<Secret>::namespaced(preview.clone(), namespace);
+    forbidden("a tenant's kubeconfig", secrets(&tenant).get(&tenant_secret).await.map(drop));
+    forbidden("run's onboarding kubeconfig", secrets(NAMESPACE).get(&run_secret).await.map(drop));
+    forbidden("listing Secrets", Api::<Secret>::all(preview.clone()).list(&Default::default()).await.map(drop));
+    let intruder: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "intruder"}})).unwrap();
+    let configmaps = Api::<ConfigMap>::namespaced(preview.clone(), &tenant);
+    forbidden("creating a ConfigMap", configmaps.create(&Default::default(), &intruder).await.map(drop));
+    let gvk = GroupVersionKind::gvk("helm.toolkit.fluxcd.io", "v2", "HelmRelease");
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(preview.clone(), &tenant, &kube::api::ApiResource::from_gvk(&gvk));
+    let patch = Patch::Merge(json!({"spec": {"suspend": true}}));
+    forbidden(
+        "patching a HelmRelease",
+        releases.patch("kro-helm-release", &PatchParams::default(), &patch).await.map(drop),
+    );
+    // The onboarding access it lists through: the read of the service kind.
+    let requests: Api<DynamicObject> = Api::namespaced_with(admin.clone(), NAMESPACE, &access_request_resource());
+    let ar = requests.get("kro.services.open-control-plane.io--preview").await.expect("the preview's AccessRequest");
+    assert_eq!(
+        ar.data["spec"]["token"]["permissions"][0]["rules"],
+        json!([{"apiGroups": ["kro.services.open-control-plane.io"], "resources": ["kroes"], "verbs": ["get", "list"]}]),
+        "{:?}",
+        ar.data
+    );
+}
+
+fn access_request_resource() -> kube::api::ApiResource {
+    let gvk = GroupVersionKind::gvk("clusters.openmcp.cloud", "v1alpha1", "AccessRequest");
+    kube::api::ApiResource::from_gvk_with_plural(&gvk, "accessrequests")
 }
 
 /// `init` and `run` as the Job and the Deployment run them, under their
@@ -338,10 +397,9 @@ async fn lifecycle(env: &'static testbed::TestEnv, docs: Vec<(String, Value)>) {
 
     // diff, under the preview's read-only ServiceAccount: the same plugin
     // changes nothing.
-    let preview_kubeconfig = write_temp(
-        "preview-kubeconfig",
-        &identity::service_account_kubeconfig(&env.platform, NAMESPACE, "service-provider-kro-preview", false).await,
-    );
+    let preview_text =
+        identity::service_account_kubeconfig(&env.platform, NAMESPACE, "service-provider-kro-preview", false).await;
+    let preview_kubeconfig = write_temp("preview-kubeconfig", &preview_text);
     let args: Vec<OsString> = ["diff", "--provider-name", PROVIDER, "--exit-code", "-o", "json", "--plugin"]
         .into_iter()
         .map(OsString::from)
@@ -357,6 +415,8 @@ async fn lifecycle(env: &'static testbed::TestEnv, docs: Vec<(String, Value)>) {
     );
     let report: Value = serde_json::from_str(&report).unwrap_or_else(|e| panic!("diff's JSON ({e}): {report}"));
     assert_eq!(report["counts"]["unchanged"], 1, "{report:#}");
+    assert_eq!(report["tenantClusters"], false, "{report:#}");
+    the_preview_token_reads_no_credentials_and_writes_nothing(&f, &admin, &preview_text).await;
 
     f.provider_config_with(
         json!({"pollInterval": "1m", "versions": [{"version": "v0.9.1", "chartVersion": "0.9.1", "chartPullSecret": "registry"}]}),

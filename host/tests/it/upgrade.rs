@@ -81,8 +81,13 @@ async fn fleet_preview(f: &Fixture, next: bool, metrics: &std::sync::Arc<Metrics
         false => planner(plugin()),
     };
     // Pages of 7: the fleet is previewed page by page.
-    let options =
-        PreviewOptions { selector: None, concurrency: preview::CONCURRENCY, candidate_provider_config: None, page: 7 };
+    let options = PreviewOptions {
+        selector: None,
+        concurrency: preview::CONCURRENCY,
+        candidate_provider_config: None,
+        page: 7,
+        tenant_clusters: true,
+    };
     preview::preview(planner(plugin()), candidate, &settings, platform, metrics.clone(), &options, |_, _| {})
         .await
         .expect("the preview")

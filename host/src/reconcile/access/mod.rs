@@ -4,7 +4,9 @@
 //! treat them like any Go provider's.
 //!
 //! - Onboarding access (start-up): ClusterRequest + AccessRequest
-//!   `<controller>--onboarding-init|run` in the pod namespace.
+//!   `<controller>--onboarding-init|run` in the pod namespace; and, asked
+//!   for by `run` without waiting, the preview's read-only AccessRequest
+//!   `<controller>--preview` on `run`'s ClusterRequest.
 //! - ControlPlane access (per instance): AccessRequest
 //!   `<controller>--<name>--mcp` in the tenant namespace, referring to the
 //!   ControlPlane's ClusterRequest `<name>`, with the plugin's token rules.
@@ -25,7 +27,9 @@ use service_provider_sdk::names;
 
 use crate::syntax;
 
-pub use onboarding::{granted_onboarding_access, request_onboarding_access};
+pub use onboarding::{
+    PREVIEW, granted_preview_access, preview_request_name, request_onboarding_access, request_preview_access,
+};
 pub use requests::{
     Ensured, delete_access_request, delete_cluster_request, ensure_access_request, ensure_cluster_request,
     get_access_request,

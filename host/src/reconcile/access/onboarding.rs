@@ -13,25 +13,22 @@ use service_provider_sdk::names;
 use super::{Answer, GROUP, LABEL_MANAGED_BY, access_request_resource, answer, cluster_request_resource, rules_json};
 use crate::error::{AccessFailure, Error};
 
-/// The onboarding access `run` was granted (AccessRequest
-/// `<controller>--<local_name>` in the pod namespace), read only: what a
-/// preview uses instead of requesting access of its own.
-pub async fn granted_onboarding_access(
+/// The preview's onboarding access (AccessRequest `<controller>--preview`
+/// in the pod namespace, which `run` asks for), if granted.
+pub async fn granted_preview_access(
     platform: &Client,
     pod_namespace: &str,
     controller: &str,
-    local_name: &str,
 ) -> Result<KubeconfigRef, Error> {
-    let name =
-        names::shorten(&format!("{}--{}", controller.to_lowercase(), local_name.to_lowercase()), names::MAX_NAME_LEN);
+    let name = preview_request_name(controller);
     let api: Api<DynamicObject> = Api::namespaced_with(platform.clone(), pod_namespace, &access_request_resource());
     let place = format!("AccessRequest {pod_namespace}/{name}");
     let live = api.get_opt(&name).await.map_err(|e| Error::kube(format!("reading {place}"), e))?;
     match live.as_ref().map(answer) {
         Some(Answer::Granted(at)) if !at.name.is_empty() => Ok(at),
         _ => Err(AccessFailure::NotGranted {
-            what: format!("the onboarding access of `run` ({place})"),
-            hint: "start the provider first, or give --onboarding-kubeconfig".into(),
+            what: format!("the preview's read-only onboarding access ({place})"),
+            hint: "start the provider first (`run` asks for it), or give --onboarding-kubeconfig".into(),
         }
         .into()),
     }
@@ -87,6 +84,50 @@ pub async fn request_onboarding_access(
         at => Ok(at),
     }
 }
+
+/// The preview's own onboarding access: AccessRequest `<controller>--preview`
+/// in the pod namespace, on the ClusterRequest of `run`'s access
+/// (`<controller>--<run_local_name>`), with read-only `rules`. Applied, not
+/// waited for: `run` asks for it at start so that `diff` can list the
+/// service objects without the token `run` writes with.
+pub async fn request_preview_access(
+    platform: &Client,
+    pod_namespace: &str,
+    controller: &str,
+    run_local_name: &str,
+    rules: &[PolicyRule],
+    field_manager: &str,
+) -> Result<(), Error> {
+    let name = preview_request_name(controller);
+    let cluster_request = names::shorten(
+        &format!("{}--{}", controller.to_lowercase(), run_local_name.to_lowercase()),
+        names::MAX_NAME_LEN,
+    );
+    let ar = json!({
+        "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "AccessRequest",
+        "metadata": {
+            "name": name, "namespace": pod_namespace,
+            "labels": {LABEL_MANAGED_BY: names::label_value(controller)},
+        },
+        "spec": {
+            "requestRef": {"name": cluster_request, "namespace": pod_namespace},
+            "token": {"permissions": [{"rules": rules_json(rules)}]},
+        },
+    });
+    let api: Api<DynamicObject> = Api::namespaced_with(platform.clone(), pod_namespace, &access_request_resource());
+    api.patch(&name, &PatchParams::apply(field_manager).force(), &Patch::Apply(&ar))
+        .await
+        .map_err(|e| Error::kube(format!("applying AccessRequest {pod_namespace}/{name}"), e))?;
+    Ok(())
+}
+
+/// The name of the preview's onboarding AccessRequest.
+pub fn preview_request_name(controller: &str) -> String {
+    names::shorten(&format!("{}--{PREVIEW}", controller.to_lowercase()), names::MAX_NAME_LEN)
+}
+
+/// The local name of the preview's onboarding access.
+pub const PREVIEW: &str = "preview";
 
 async fn wait_for_grant(
     api: &Api<DynamicObject>,

@@ -34,6 +34,10 @@ pub enum Compared {
     /// The plan's fields laid over the live object, here (no permission to
     /// dry-run).
     Client,
+    /// Not with the live object: the cluster was not reached (the preview
+    /// reads no tenant kubeconfig unless asked), so with what the current
+    /// component plans for it.
+    Plans,
 }
 
 /// What applying one object would do.
