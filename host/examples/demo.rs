@@ -229,6 +229,7 @@ async fn main() -> anyhow::Result<()> {
         watch_namespace: None,
         unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
         writes: Default::default(),
+        host_writes: service_provider_host::reconcile::budget::HOST,
     };
     let counted_platform =
         clusters::client_from_kubeconfig(env.platform.kubeconfig_yaml(), Cluster::Platform, &metrics).await?;

@@ -427,6 +427,12 @@ struct RunArgs {
     /// is reconciled with --plugin again.
     #[arg(long, env = "CANARY_MAX_FAILURES", default_value_t = 0)]
     canary_max_failures: usize,
+    /// What the host as a whole may write to each cluster, in MiB a minute
+    /// (and at most as much at once): however many instances its plugin
+    /// has, their writes wait once they add up to it. Each instance has a
+    /// budget of its own besides.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    cluster_write_mib_per_minute: u32,
     /// Accepted for compatibility with openmcp's deployment; metrics are
     /// served over plain HTTP (put TLS in front if needed).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
@@ -457,6 +463,7 @@ impl ProviderArgs {
             watch_namespace: self.watch_namespace.clone(),
             unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
             writes: Default::default(),
+            host_writes: service_provider_host::reconcile::budget::HOST,
         })
     }
 
@@ -691,7 +698,9 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Run(args) => {
             let _traces = args.provider.init_logging()?;
-            let settings = args.provider.settings()?;
+            let mib = (args.cluster_write_mib_per_minute as usize) << 20;
+            let host_writes = service_provider_host::reconcile::budget::Rate { per_minute: mib, burst: mib };
+            let settings = Settings { host_writes, ..args.provider.settings()? };
             let endpoints = Endpoints {
                 metrics: server::bind_address(&args.metrics_bind_address)?,
                 health: server::bind_address(&args.health_probe_bind_address)?,

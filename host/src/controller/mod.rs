@@ -65,6 +65,9 @@ pub struct Settings {
     pub unreachable_grace: Duration,
     /// Whether the tenants' clusters may be written to (`diff` only reads).
     pub writes: clusters::Writes,
+    /// `--cluster-write-mib-per-minute`: what the host as a whole may write
+    /// to each cluster.
+    pub host_writes: crate::reconcile::budget::Rate,
 }
 
 impl Settings {
@@ -287,12 +290,16 @@ pub struct Reached {
     /// The group versions whose kinds the platform's discovery served at
     /// start ([`crate::clusters::kinds::check`]).
     pub platform_versions: BTreeSet<String>,
+    /// What the process remembers of each instance (budgets, backoffs,
+    /// memos), kept across controller starts; a fresh one when `None`.
+    pub memory: Option<Arc<Memory>>,
 }
 
 impl Reached {
-    /// Both clusters, nothing checked yet and no Secret of the host's own.
+    /// Both clusters, nothing checked yet, no Secret of the host's own and
+    /// nothing remembered.
     pub fn new(platform: Client, onboarding: Client) -> Self {
-        Reached { platform, onboarding, onboarding_secret: None, platform_versions: BTreeSet::new() }
+        Reached { platform, onboarding, onboarding_secret: None, platform_versions: BTreeSet::new(), memory: None }
     }
 }
 
@@ -347,7 +354,7 @@ pub fn check_canary(plugin: &Planner, canary: &Planner) -> Result<(), Error> {
 /// the one place it is assembled.
 pub fn shared(plugins: impl Into<Plugins>, settings: &Settings, reached: Reached, metrics: Arc<Metrics>) -> Shared {
     let Plugins { plugin: planner, shadow, canary } = plugins.into();
-    let Reached { platform, onboarding, onboarding_secret, platform_versions } = reached;
+    let Reached { platform, onboarding, onboarding_secret, platform_versions, memory } = reached;
     metrics.from_zero(&crate::error::Category::ALL, &crate::reconcile::budget::Limit::ALL);
     let planner = metered(planner, Role::Plugin, &metrics);
     let shadow = shadow.map(|shadow| {
@@ -362,7 +369,7 @@ pub fn shared(plugins: impl Into<Plugins>, settings: &Settings, reached: Reached
     let field_manager = settings.field_manager();
     let blockers = Blockers::new(planner.plugin.input_limit());
     let plugin = Loaded::new(planner, platform_versions);
-    let memory = Memory::default();
+    let memory = memory.unwrap_or_else(|| Arc::new(Memory::new(settings.host_writes)));
     let status = StatusWriter {
         onboarding: onboarding.clone(),
         service: plugin.service.clone(),

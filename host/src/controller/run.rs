@@ -15,6 +15,7 @@ use crate::clusters::kinds;
 use crate::clusters::onboarding::Onboarding;
 use crate::error::Leadership;
 use crate::metrics::Metrics;
+use crate::reconcile::memory::Memory;
 use crate::{Error, resource};
 
 async fn shutdown_signal() {
@@ -99,6 +100,9 @@ pub async fn run(
         info!(canary = %canary.planner.plugin.digest(), "a canary plugin reconciles its cohort");
     }
 
+    // Budgets, backoffs and memos outlive a controller start: a new lease or
+    // new onboarding credentials give no instance a fresh budget.
+    let memory = Arc::new(Memory::new(settings.host_writes));
     let mut lease = match leader_elect {
         true => Some(lease(&platform, settings).await?),
         false => None,
@@ -131,6 +135,7 @@ pub async fn run(
             onboarding: onboarding.client.clone(),
             onboarding_secret: onboarding.secret().map(|s| s.name.clone()),
             platform_versions: platform_versions.clone(),
+            memory: Some(memory.clone()),
         };
         let ctx = shared(plugins.clone(), settings, reached, metrics.clone());
         let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -12,9 +12,16 @@
 //! - each instance has a **write budget per cluster** ([`Budgets`]): a
 //!   bucket of bytes that refills at [`Rate::per_minute`] up to
 //!   [`Rate::burst`], spent by what the API server stored for each write
-//!   (its answer's size). While it is empty the instance's writes to that
-//!   cluster wait (the status says so, a metric counts it); a write that
-//!   started is finished, so the debt is at most one plan;
+//!   (its answer's size). It is looked at before each write of a round:
+//!   while it is empty the instance's writes to that cluster wait (the
+//!   status says so, a metric counts it), so the debt is at most one
+//!   object or copy;
+//! - the host as a whole has a budget per cluster on top
+//!   ([`Budgets::new`], `--cluster-write-mib-per-minute`, [`HOST`] by
+//!   default): however many instances a plugin has, what they write
+//!   together to one cluster is held to it. It holds the instances that
+//!   wrote lately, not one that has been quiet (whose own bucket is full):
+//!   a neighbour with nothing to write is not held by the others' writes;
 //! - a status whose only change is text the plugin reports (messages) is
 //!   written at most every [`MESSAGE_INTERVAL`] ([`crate::reconcile::status`]);
 //! - a plugin's requeue is at least [`REQUEUE_FLOOR`];
@@ -65,6 +72,13 @@ impl LabelValue for Limit {
     }
 }
 
+/// Whose write budget is spent: the instance's own, or the host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Spent {
+    Instance,
+    Host,
+}
+
 /// How fast an instance may write to a cluster: on average
 /// `per_minute` bytes, and at most `burst` at once after a quiet time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +93,12 @@ pub const ONBOARDING: Rate = Rate { per_minute: 1 << 20, burst: 512 << 10 };
 /// The platform cluster (Flux objects, copies) and the tenant's own
 /// clusters: a plan is at most 1 MiB of objects.
 pub const ELSEWHERE: Rate = Rate { per_minute: 3 << 19, burst: 1 << 20 };
+
+/// What the host as a whole may write to one cluster by default: 32 MiB a
+/// minute. The API server compacts etcd every 5 minutes by default, so at
+/// most about 200 MiB of the host's revisions wait for a compaction: a
+/// tenth of etcd's default 2 GiB quota.
+pub const HOST: Rate = Rate { per_minute: 32 << 20, burst: 32 << 20 };
 
 /// The shortest time between two status writes of one instance that change
 /// only the text the plugin reports.
@@ -118,13 +138,22 @@ impl Bucket {
     }
 }
 
-/// The write budgets of every instance, and when each last had a status
-/// written. All of it may be lost (a restart gives every instance a full
-/// budget): it bounds rates, it is not a record.
-#[derive(Default)]
+/// The write budgets of every instance and of the host, and when each
+/// instance last had a status written. Kept across the controller's
+/// restarts in one process; a new process starts with full budgets: they
+/// bound rates, they are not a record.
 pub struct Budgets {
     buckets: Mutex<HashMap<(InstanceKey, Cluster), Bucket>>,
     statuses: Mutex<HashMap<InstanceKey, Instant>>,
+    /// The host's own bucket per cluster, and its rate.
+    host: Mutex<HashMap<Cluster, Bucket>>,
+    host_rate: Rate,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets::new(HOST)
+    }
 }
 
 /// The rate an instance may write to `cluster` at.
@@ -136,25 +165,44 @@ pub fn rate(cluster: Cluster) -> Rate {
 }
 
 impl Budgets {
-    /// `None` when the instance may write to `cluster` now; else how long
-    /// until it may.
-    pub fn wait(&self, key: &InstanceKey, cluster: Cluster) -> Option<Duration> {
-        self.wait_at(key, cluster, Instant::now())
+    /// Budgets whose host-wide bucket per cluster refills at `host`.
+    pub fn new(host: Rate) -> Self {
+        Budgets { buckets: Mutex::default(), statuses: Mutex::default(), host: Mutex::default(), host_rate: host }
     }
 
+    /// `None` when the instance may write to `cluster` now; else how long
+    /// until it may (its own budget or the host's is spent).
+    pub fn wait(&self, key: &InstanceKey, cluster: Cluster) -> Option<Duration> {
+        self.held(key, cluster).map(|(wait, _)| wait)
+    }
+
+    /// Like [`Self::wait`], with whose budget is spent (the longer wait's).
+    pub fn held(&self, key: &InstanceKey, cluster: Cluster) -> Option<(Duration, Spent)> {
+        self.held_at(key, cluster, Instant::now())
+    }
+
+    #[cfg(test)]
     fn wait_at(&self, key: &InstanceKey, cluster: Cluster, now: Instant) -> Option<Duration> {
-        let rate = rate(cluster);
-        let mut buckets = self.buckets.lock().expect("not poisoned");
+        self.held_at(key, cluster, now).map(|(wait, _)| wait)
+    }
+
+    fn held_at(&self, key: &InstanceKey, cluster: Cluster, now: Instant) -> Option<(Duration, Spent)> {
         let entry = (key.clone(), cluster);
-        let bucket = buckets.get_mut(&entry)?;
-        bucket.refill(rate, now);
-        let wait = bucket.wait(rate);
-        // A full bucket is what no entry means: instances that write
-        // nothing for a while cost no memory.
-        if bucket.bytes >= rate.burst as f64 {
-            buckets.remove(&entry);
-        }
-        wait
+        let own = wait_of(&self.buckets, entry.clone(), rate(cluster), now).map(|w| (w, Spent::Instance));
+        // The host's budget holds the instances that wrote lately (their
+        // own bucket is not full): one that has not written for a while is
+        // not held back by what the others wrote.
+        let writing = self.buckets.lock().expect("not poisoned").contains_key(&entry);
+        let host = match writing {
+            true => wait_of(&self.host, cluster, self.host_rate, now).map(|w| (w, Spent::Host)),
+            false => None,
+        };
+        own.max(host)
+    }
+
+    /// What the host as a whole may write to each cluster.
+    pub fn host_rate(&self) -> Rate {
+        self.host_rate
     }
 
     /// Counts `bytes` written for the instance to `cluster`.
@@ -166,11 +214,8 @@ impl Budgets {
         if bytes == 0 {
             return;
         }
-        let rate = rate(cluster);
-        let mut buckets = self.buckets.lock().expect("not poisoned");
-        let bucket = buckets.entry((key.clone(), cluster)).or_insert_with(|| Bucket::full(rate, now));
-        bucket.refill(rate, now);
-        bucket.bytes -= bytes as f64;
+        spend_of(&self.buckets, (key.clone(), cluster), rate(cluster), bytes, now);
+        spend_of(&self.host, cluster, self.host_rate, bytes, now);
     }
 
     /// How long ago the instance's status was last written, if this
@@ -189,6 +234,39 @@ impl Budgets {
         self.buckets.lock().expect("not poisoned").retain(|(k, _), _| k != key);
         self.statuses.lock().expect("not poisoned").remove(key);
     }
+}
+
+/// How long until the bucket of `entry` holds something again, if it is
+/// empty. A full bucket is what no entry means: instances that write
+/// nothing for a while cost no memory.
+fn wait_of<K: Eq + std::hash::Hash>(
+    buckets: &Mutex<HashMap<K, Bucket>>,
+    entry: K,
+    rate: Rate,
+    now: Instant,
+) -> Option<Duration> {
+    let mut buckets = buckets.lock().expect("not poisoned");
+    let bucket = buckets.get_mut(&entry)?;
+    bucket.refill(rate, now);
+    let wait = bucket.wait(rate);
+    if bucket.bytes >= rate.burst as f64 {
+        buckets.remove(&entry);
+    }
+    wait
+}
+
+/// Takes `bytes` from the bucket of `entry`.
+fn spend_of<K: Eq + std::hash::Hash>(
+    buckets: &Mutex<HashMap<K, Bucket>>,
+    entry: K,
+    rate: Rate,
+    bytes: usize,
+    now: Instant,
+) {
+    let mut buckets = buckets.lock().expect("not poisoned");
+    let bucket = buckets.entry(entry).or_insert_with(|| Bucket::full(rate, now));
+    bucket.refill(rate, now);
+    bucket.bytes -= bytes as f64;
 }
 
 /// The requeue a plugin asked for, held to [`REQUEUE_FLOOR`]; `None` (only
@@ -247,6 +325,31 @@ mod tests {
         }
         let last_four_minutes = writes.iter().filter(|w| **w >= t0 + Duration::from_secs(60)).count();
         assert!(last_four_minutes * 900_000 <= 4 * ELSEWHERE.per_minute + 900_000, "{last_four_minutes}");
+    }
+
+    #[test]
+    fn the_host_budget_holds_every_instance_once_their_writes_add_up_to_it() {
+        let host = Rate { per_minute: 2 << 20, burst: 2 << 20 };
+        let budgets = Budgets::new(host);
+        let t0 = Instant::now();
+        let instance = |i: usize| -> InstanceKey { ("ns".into(), format!("i{i}")) };
+        // Three instances of 900 KB each: each within its own budget,
+        // together over the host's.
+        for i in 0..3 {
+            assert_eq!(budgets.wait_at(&instance(i), Cluster::Platform, t0), None, "instance {i}");
+            budgets.spend_at(&instance(i), Cluster::Platform, 900 << 10, t0);
+        }
+        for i in 0..3 {
+            let (wait, spent) =
+                budgets.held_at(&instance(i), Cluster::Platform, t0).expect("the host's budget is spent");
+            assert_eq!(spent, Spent::Host, "instance {i}");
+            // 652 KiB over at 2 MiB a minute: about 19 s.
+            assert!((18..=20).contains(&wait.as_secs()), "{wait:?}");
+        }
+        assert_eq!(budgets.wait_at(&instance(9), Cluster::Platform, t0), None, "a quiet neighbour is not held");
+        assert_eq!(budgets.wait_at(&instance(0), Cluster::Onboarding, t0), None, "per cluster");
+        let later = t0 + Duration::from_secs(20);
+        assert_eq!(budgets.wait_at(&instance(0), Cluster::Platform, later), None, "refilled");
     }
 
     #[test]

@@ -122,17 +122,15 @@ async fn apply_with_config(
     // missing, creating that Secret must re-trigger this instance.
     ctx.memory.set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
     if let Some(held) = budget_spent(&ctx.memory.budgets, &ctx.metrics, &key, &plan) {
-        let wrote = ctx.status.write_held(object, &plan.status, status::Severity::Normal, Some(held)).await?;
-        let status::Held::Writes { wait, .. } = held;
-        let wait = match wrote {
-            status::Wrote::Held(status_wait) => wait.min(status_wait),
-            _ => wait,
-        };
-        return Ok((Outcome::Limited, Again::After(wait)));
+        return hold(ctx, object, &plan, held).await;
     }
-    let Written { writes, adopted, retired } =
+    copy_bytes(&ctx.watches.stores(), &ctx.identity.pod_namespace, plugin, &plan)?;
+    let Written { writes, adopted, retired, held } =
         write(ctx, plugin, instance, &reach, &plan, provider_config, &fetched).await?;
     report_adopted(&ctx.status, object, &adopted).await;
+    if let Some(held) = held {
+        return hold(ctx, object, &plan, held).await;
+    }
     report_retired(&ctx.status, object, &retired).await;
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
     if writes + pruned > 0 {
@@ -141,6 +139,49 @@ async fn apply_with_config(
     let wrote = ctx.status.write(object, &plan.status, status::Severity::Normal).await?;
     Ok((Outcome::Applied, next_look(&ctx.metrics, plan.requeue_after_seconds, wrote)))
 }
+
+/// Step, when the instance's writes wait for a budget: the plan's status,
+/// with what was held and why, and a look again once the budget refills.
+async fn hold(
+    ctx: &Shared,
+    object: &DynamicObject,
+    plan: &CheckedPlan,
+    held: status::Held,
+) -> Result<(Outcome, Again), Error> {
+    let wrote = ctx.status.write_held(object, &plan.status, status::Severity::Normal, Some(held)).await?;
+    let status::Held::Writes { wait, .. } = held;
+    let wait = match wrote {
+        status::Wrote::Held(status_wait) => wait.min(status_wait),
+        _ => wait,
+    };
+    Ok((Outcome::Limited, Again::After(wait)))
+}
+
+/// Step: the bytes of the sources the plan copies, all together, within
+/// [`MAX_PLAN_COPY_BYTES`]: each copy is a write of its whole source. The
+/// sizes are those of the watch of sources (synced before the controller
+/// starts); a source it has not seen yet is not counted.
+fn copy_bytes(stores: &Stores, pod_namespace: &str, plugin: &Loaded, plan: &CheckedPlan) -> Result<(), Error> {
+    let bytes: usize = plan
+        .copies
+        .iter()
+        .filter_map(|copy| stores.source(copy.kind(), pod_namespace, &copy.source_name).found())
+        .map(|source| crate::resource::stored_size(source.as_ref()))
+        .sum();
+    if bytes <= MAX_PLAN_COPY_BYTES {
+        return Ok(());
+    }
+    let reason = format!(
+        "its {} copies come to {bytes} bytes, more than the limit of {MAX_PLAN_COPY_BYTES} bytes per plan",
+        plan.copies.len()
+    );
+    Err(Error::InvalidPlan { plugin: plugin.descriptor().name.clone(), reason })
+}
+
+/// The most bytes of copy sources one plan may copy, all together: two
+/// copies of a source near Kubernetes' limit for one object (a CA bundle
+/// on the platform and on a ControlPlane, say).
+pub const MAX_PLAN_COPY_BYTES: usize = 2 << 20;
 
 /// When to look again: the plugin's requeue (at least the floor), or
 /// sooner where the status could not be written yet.
@@ -168,9 +209,9 @@ fn budget_spent(budgets: &Budgets, metrics: &Metrics, key: &InstanceKey, plan: &
             continue;
         }
         seen.push(cluster);
-        if let Some(wait) = budgets.wait(key, cluster) {
+        if let Some(held) = status::Held::writes(budgets, key, cluster) {
             metrics.limited(budget::Limit::WriteRate);
-            return Some(status::Held::Writes { cluster, wait });
+            return Some(held);
         }
     }
     None
@@ -320,6 +361,8 @@ struct Written {
     adopted: Vec<Predecessor>,
     /// A predecessor's copies deleted, and whose they were.
     retired: Vec<Predecessor>,
+    /// The budget that stopped the round before its end, if one did.
+    held: Option<status::Held>,
 }
 
 /// Applies every step of the plan.
@@ -359,6 +402,16 @@ async fn write(
         {
             continue;
         }
+        // The budget before each write: a round stops at the first step
+        // that finds it spent, so the debt is at most one object or copy.
+        let cluster = match step {
+            Step::Apply(m) => m.cluster,
+            Step::Copy(copy) => copy.target_cluster,
+        };
+        if let Some(held) = status::Held::writes(&ctx.memory.budgets, &key, cluster) {
+            ctx.metrics.limited(budget::Limit::WriteRate);
+            return Ok(Written { writes, adopted, retired: Vec::new(), held: Some(held) });
+        }
         let change = match step {
             Step::Apply(m) => {
                 let client = reach.client(m.cluster).expect("checked by plan::check_plan");
@@ -388,7 +441,7 @@ async fn write(
     for copy in &plan.copies {
         retired.extend(job(copy).retire_predecessor(copy).await?);
     }
-    Ok(Written { writes, adopted, retired })
+    Ok(Written { writes, adopted, retired, held: None })
 }
 
 /// The plugin's CRDs for the instance's own clusters (ControlPlane,

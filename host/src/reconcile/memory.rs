@@ -25,7 +25,9 @@ pub const VERIFY_INTERVAL: Duration = Duration::from_secs(600);
 
 /// What the host remembers about instances: one [`Entry`] per instance,
 /// and the write budgets ([`crate::reconcile::budget`]) the status writer
-/// shares. [`Memory::forget`] drops all of an instance's at once.
+/// shares. [`Memory::forget`] drops all of an instance's at once. `run`
+/// keeps one for the whole process: a new lease or new onboarding
+/// credentials start the controller again, not its budgets and backoffs.
 #[derive(Default)]
 pub struct Memory {
     entries: Mutex<HashMap<InstanceKey, Entry>>,
@@ -103,6 +105,11 @@ fn bound(verified: &mut Verified) {
 }
 
 impl Memory {
+    /// A memory whose host-wide write budget refills at `host`.
+    pub fn new(host: super::budget::Rate) -> Self {
+        Memory { entries: Mutex::default(), budgets: Arc::new(Budgets::new(host)) }
+    }
+
     /// Changes what is remembered of `key`.
     fn change<R>(&self, key: &InstanceKey, f: impl FnOnce(&mut Entry) -> R) -> R {
         f(self.entries.lock().expect("not poisoned").entry(key.clone()).or_default())

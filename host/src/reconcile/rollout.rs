@@ -194,11 +194,20 @@ fn expression(term: &str) -> Result<Expression, String> {
     }
 }
 
-/// Why a canary was halted, once it was: kept across the controller's
-/// restarts in one process (new onboarding credentials, a new lease), so
-/// that a halted canary stays halted until the host restarts.
+/// The cohort instances that failed by a canary and why it was halted,
+/// once it was: kept across the controller's restarts in one process (new
+/// onboarding credentials, a new lease), so that a halted canary stays
+/// halted until the host restarts, and failures add up across starts.
 #[derive(Debug, Clone, Default)]
-pub struct Halt(std::sync::Arc<Mutex<Option<String>>>);
+pub struct Halt(std::sync::Arc<Mutex<HaltState>>);
+
+#[derive(Debug, Default)]
+struct HaltState {
+    /// Cohort instances that failed by the canary, and why (the last time).
+    failed: BTreeMap<InstanceKey, String>,
+    /// Why it was halted, once it was.
+    why: Option<String>,
+}
 
 /// A canary component, its cohort, and whether it was halted.
 pub struct Canary {
@@ -206,9 +215,7 @@ pub struct Canary {
     pub(crate) cohort: Cohort,
     /// How many cohort instances may fail by the canary: one more halts it.
     allowed: usize,
-    /// Cohort instances that failed by the canary, and why (the last time).
-    failed: Mutex<BTreeMap<InstanceKey, String>>,
-    /// Why it was halted, once it was.
+    /// Its failures, and why it was halted.
     halted: Halt,
     /// Told when it is halted: every instance is reconciled again.
     pub(crate) wake: Notify,
@@ -216,12 +223,12 @@ pub struct Canary {
 
 impl Canary {
     pub fn new(plugin: Loaded, cohort: Cohort, allowed: usize, halted: Halt) -> Self {
-        Canary { plugin, cohort, allowed, failed: Mutex::default(), halted, wake: Notify::new() }
+        Canary { plugin, cohort, allowed, halted, wake: Notify::new() }
     }
 
     /// Whether it still reconciles its cohort.
     pub fn active(&self) -> bool {
-        self.halted.0.lock().expect("not poisoned").is_none()
+        self.halted.0.lock().expect("not poisoned").why.is_none()
     }
 
     /// Records a cohort instance's failure; why the canary is halted when
@@ -229,9 +236,9 @@ impl Canary {
     fn failed(&self, key: InstanceKey, error: &Error) -> Option<String> {
         let said = syntax::one_line(&report(error), 300);
         let instance = format!("{}/{}", key.0, key.1);
-        let mut failed = self.failed.lock().expect("not poisoned");
+        let mut state = self.halted.0.lock().expect("not poisoned");
+        let HaltState { failed, why: halted } = &mut *state;
         failed.insert(key, said.clone());
-        let mut halted = self.halted.0.lock().expect("not poisoned");
         if halted.is_some() || failed.len() <= self.allowed {
             return None;
         }

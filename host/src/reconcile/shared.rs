@@ -36,7 +36,7 @@ pub struct Shared {
     pub(crate) plugin: Loaded,
     pub(crate) identity: Identity,
     pub(crate) clusters: Clusters,
-    pub(crate) memory: Memory,
+    pub(crate) memory: Arc<Memory>,
     pub(crate) watches: Watches,
     pub(crate) status: StatusWriter,
     pub(crate) rollout: Rollout,

@@ -26,6 +26,7 @@ use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, Res
 use tracing::warn;
 
 use crate::error::UserInput;
+use crate::instance::InstanceKey;
 use crate::metrics::Metrics;
 use crate::plugin::plan::report::{CONDITION_LIMITED, MAX_CONDITIONS};
 use crate::reconcile::budget::{self, Budgets, Limit};
@@ -325,22 +326,46 @@ fn only_messages_differ(current: &ObjectStatus, next: &ObjectStatus) -> bool {
 /// what the status writer cuts itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Held {
-    /// Its writes to this cluster wait until its budget refills.
-    Writes { cluster: service_provider_sdk::contract::Cluster, wait: Duration },
+    /// Its writes to this cluster wait until the budget that is spent (its
+    /// own, or the host's) refills.
+    Writes {
+        cluster: service_provider_sdk::contract::Cluster,
+        wait: Duration,
+        spent: budget::Spent,
+        rate: budget::Rate,
+    },
 }
 
 impl std::fmt::Display for Held {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Held::Writes { cluster, .. } => {
-                let rate = budget::rate(*cluster);
-                write!(
-                    f,
-                    "the plan's writes to the {cluster} cluster wait: the host writes at most {} KiB per minute for an instance there, and this one wrote more",
-                    rate.per_minute >> 10
-                )
-            }
+            Held::Writes { cluster, spent: budget::Spent::Instance, rate, .. } => write!(
+                f,
+                "the plan's writes to the {cluster} cluster wait: the host writes at most {} KiB per minute for an instance there, and this one wrote more",
+                rate.per_minute >> 10
+            ),
+            Held::Writes { cluster, spent: budget::Spent::Host, rate, .. } => write!(
+                f,
+                "the plan's writes to the {cluster} cluster wait: the host writes at most {} MiB per minute there for all instances together, and they wrote more",
+                rate.per_minute >> 20
+            ),
         }
+    }
+}
+
+impl Held {
+    /// The writes of `key` to `cluster` held by `budgets`, if they are.
+    pub fn writes(
+        budgets: &Budgets,
+        key: &InstanceKey,
+        cluster: service_provider_sdk::contract::Cluster,
+    ) -> Option<Held> {
+        let (wait, spent) = budgets.held(key, cluster)?;
+        let rate = match spent {
+            budget::Spent::Instance => budget::rate(cluster),
+            budget::Spent::Host => budgets.host_rate(),
+        };
+        Some(Held::Writes { cluster, wait, spent, rate })
     }
 }
 

@@ -19,7 +19,7 @@ use service_provider_host::owner::LABEL_PROVIDER;
 use service_provider_host::plugin::grant::Grant;
 use service_provider_host::plugin::sandbox::Limits;
 
-use super::hostile::{options, source_secrets};
+use super::hostile::{burst_sources, options, source_secrets};
 
 /// What the host may write per instance and minute, after the first apply
 /// (the figures): to the onboarding cluster, and to the platform.
@@ -79,6 +79,21 @@ impl Revisions {
         }
         total
     }
+
+    /// Every revision under `prefix` (a namespace and `/`) seen after
+    /// `since`: when, and how many bytes.
+    fn under(&self, prefix: &str, since: Instant) -> Vec<(Instant, usize)> {
+        let all = self.0.lock().unwrap();
+        all.iter().filter(|r| r.key.starts_with(prefix) && r.at > since).map(|r| (r.at, r.bytes)).collect()
+    }
+}
+
+/// The most bytes of `revisions` in any window of a minute.
+fn worst_minute(revisions: &[(Instant, usize)]) -> usize {
+    let in_window = |start: Instant| -> usize {
+        revisions.iter().filter(|(at, _)| *at >= start && *at < start + WINDOW).map(|(_, b)| b).sum()
+    };
+    revisions.iter().map(|(start, _)| in_window(*start)).max().unwrap_or(0)
 }
 
 fn mib(bytes: f64) -> String {
@@ -159,6 +174,87 @@ async fn write_floods_stay_within_the_write_budgets() {
         assert!(size <= 80 << 10, "{name}'s status is {size} bytes");
         println!("{name}: {}", limited(&kro).unwrap()["message"]);
     }
+    assert!(f.operator_running());
+    f.stop_operator().await;
+}
+
+/// Five instances that copy two 700 KB sources (933 KB as stored) under
+/// names that change every 10 s, each change new copies and the old ones
+/// pruned, while the host's budget for all instances together is 4 MiB a
+/// minute: in no minute does an instance write more than 4 MiB to the
+/// platform; all of them together write at most the host's budget, its
+/// burst and one copy each in flight; and a healthy neighbour stays Ready.
+#[tokio::test]
+async fn copy_bursts_stay_within_the_instance_and_host_budgets() {
+    use k8s_openapi::api::core::v1::Secret;
+    use service_provider_host::reconcile::budget::Rate;
+    const RUN: Duration = Duration::from_secs(120);
+    const HOST: Rate = Rate { per_minute: 4 << 20, burst: 4 << 20 };
+    let bursts: Vec<String> = (1..=5).map(|i| format!("copy-burst-{i}")).collect();
+    let mut names: Vec<&str> = bursts.iter().map(String::as_str).collect();
+    names.push("healthy-1");
+    let mut f = Fixture::new(options(&names)).await;
+    source_secrets(&f).await;
+    burst_sources(&f).await;
+    let all_secrets = Api::all_with(f.platform.clone(), &kube::api::ApiResource::erase::<Secret>(&()));
+    let copies =
+        Revisions::watch(all_secrets, watcher::Config::default().labels(&format!("{LABEL_PROVIDER}={}", f.provider)));
+    let hostile = plugins::planner(plugins::load(HOSTILE, Limits::default()));
+    let ctx = f.context_for(hostile, |settings| settings.host_writes = HOST).await;
+    f.start_operator_on(Arc::new(ctx));
+    f.create_kro("healthy-1", "v1").await;
+    f.wait_ready("healthy-1").await;
+
+    let since = Instant::now();
+    for name in &bursts {
+        f.create_kro(name, "r0").await;
+    }
+    let mut round = 0;
+    while since.elapsed() < RUN {
+        let healthy = f.kro("healthy-1").await.unwrap();
+        assert_eq!(ready(&healthy)["status"], "True", "the healthy neighbour stays Ready: {:#}", healthy["status"]);
+        if since.elapsed() >= Duration::from_secs(10) * (round + 1) {
+            round += 1;
+            for name in &bursts {
+                f.patch_kro(name, json!({"spec": {"version": format!("r{round}")}})).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let minutes = since.elapsed().as_secs_f64() / 60.0;
+
+    let mut total = 0;
+    let mut report = Vec::new();
+    let mut worst = Vec::new();
+    for name in &bursts {
+        let revisions = copies.under(&format!("{}/", f.tenant(name)), since);
+        let bytes: usize = revisions.iter().map(|(_, b)| b).sum();
+        total += bytes;
+        worst.push((name, worst_minute(&revisions)));
+        report.push(format!(
+            "{name}: {} in {} copies, {} in its worst minute",
+            mib(bytes as f64),
+            revisions.len(),
+            mib(worst_minute(&revisions) as f64)
+        ));
+    }
+    let bound = HOST.per_minute as f64 * minutes + HOST.burst as f64 + bursts.len() as f64 * 1_000_000.0;
+    println!(
+        "copy bursts over {:.0} s, {round} renames:\n  {}\n  all together: {} ({} per minute); the host's budget allows {}",
+        since.elapsed().as_secs_f64(),
+        report.join("\n  "),
+        mib(total as f64),
+        mib(total as f64 / minutes),
+        mib(bound)
+    );
+    for (name, bytes) in worst {
+        assert!(bytes as f64 <= PLATFORM_PER_MINUTE, "{name} wrote {} in a minute", mib(bytes as f64));
+    }
+    assert!(total as f64 <= bound, "all together: {} over {:.1} minutes", mib(total as f64), minutes);
+    assert!(total > 0, "the bursts wrote nothing: the test measured nothing");
+    let held = f.kro(&bursts[0]).await.unwrap();
+    let limited = held["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "Limited");
+    println!("{}: {}", bursts[0], limited.map_or(json!(null), |c| c["message"].clone()));
     assert!(f.operator_running());
     f.stop_operator().await;
 }

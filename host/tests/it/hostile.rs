@@ -67,6 +67,27 @@ pub(super) async fn source_secrets(f: &Fixture) {
         .await;
 }
 
+/// The large copy sources of the copy attacks: 700 KB each (933 KB as the
+/// API sends them, base64), labelled as
+/// sources of this provider.
+pub(super) async fn burst_sources(f: &Fixture) {
+    let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.pod_ns);
+    let auths = format!("{{\"auths\":{{}},\"pad\":\"{}\"}}", "x".repeat(700_000));
+    for name in hostile_plugin::BURST_SOURCES {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([(COPY_SOURCE_LABEL.to_string(), f.provider.clone())].into()),
+                ..Default::default()
+            },
+            type_: Some(DOCKER.into()),
+            data: Some([(".dockerconfigjson".to_string(), ByteString(auths.clone().into_bytes()))].into()),
+            ..Default::default()
+        };
+        secrets.create(&PostParams::default(), &secret).await.expect("a large copy source");
+    }
+}
+
 async fn ready_condition(f: &Fixture, name: &str, reason: &str) -> Value {
     let kro = f.wait_kro(name, &format!("Ready=False {reason}"), |k| ready(k)["reason"] == reason).await;
     ready(&kro).clone()
@@ -105,6 +126,8 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
         ("transient-huge", "PluginError", "upstream said: xxxxxxxx"),
         ("flux-foreign-url", "CapabilityDenied", "field /spec/url must be one of"),
         ("flux-fast-poll", "CapabilityDenied", "field /spec/interval must be at least 30s"),
+        ("copy-twice", "PluginError", "Secret registry is copied to the platform cluster more than once"),
+        ("copy-heavy", "PluginError", "more than the limit of 2097152 bytes per plan"),
     ];
     let mut names: Vec<&str> = attacks.iter().map(|a| a.0).collect();
     names.extend([
@@ -119,6 +142,7 @@ async fn hostile_instances_are_refused_while_a_healthy_one_gets_ready() {
     ]);
     let mut f = Fixture::new(options(&names)).await;
     source_secrets(&f).await;
+    burst_sources(&f).await;
 
     // An admin's own HelmRelease where the `adopt` attack plans one.
     // (The openmcp simulator made its tenant namespace when it registered

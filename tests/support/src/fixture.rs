@@ -381,6 +381,7 @@ impl Fixture {
             watch_namespace: Some(self.ns.clone()),
             unreachable_grace: service_provider_host::reconcile::shared::UNREACHABLE_GRACE,
             writes: Default::default(),
+            host_writes: service_provider_host::reconcile::budget::HOST,
         }
     }
 

@@ -30,6 +30,8 @@
 //! | `flux-foreign-url` | pull a chart from a registry the ProviderConfig does not name |
 //! | `flux-fast-poll` | make source-controller poll every second |
 //! | `copy-platform-only` | copy onto the ControlPlane a registry credential its source says is for the platform only |
+//! | `copy-burst…` | copy two 700 KB sources under names that change with `spec.version` |
+//! | `copy-heavy`, `copy-twice` | copy three 700 KB sources at once, or one source twice to the platform |
 //! | `read-foreign-release` | echo the `values` of the HelmReleases it observes in its tenant namespace (another provider's among them) into its status |
 
 use serde_json::{Map, Value, json};
@@ -52,6 +54,10 @@ pub const OWN_RELEASE: &str = "own-release";
 pub const EXEC_MARKER: &str = "/tmp/sp-host-hostile-plugin-exec-ran";
 /// The Secret every healthy instance may copy (the test's ProviderConfig names it).
 pub const ALLOWED_SOURCE: &str = "registry";
+/// Large copy sources (the test labels them as sources, 700 KB each): the
+/// `copy-burst…` instances copy the first two under names that change with
+/// their `spec.version`, `copy-heavy` all three.
+pub const BURST_SOURCES: [&str; 3] = ["burst-a", "burst-b", "burst-c"];
 /// A source the test annotates as for the platform cluster only.
 pub const PLATFORM_ONLY_SOURCE: &str = "platform-pull";
 const DOCKER: &str = "kubernetes.io/dockerconfigjson";
@@ -243,6 +249,21 @@ impl Provider for Hostile {
                     ..copy(ALLOWED_SOURCE, Platform, tenant, Some(DOCKER))
                 });
             }
+            n if n.starts_with("copy-burst") => {
+                let round = service.pointer("/spec/version").and_then(Value::as_str).unwrap_or_default();
+                copies.extend(BURST_SOURCES[..2].iter().map(|source| ObjectCopy {
+                    target_name: format!("{source}-{round}"),
+                    ..copy(source, Platform, tenant, Some(DOCKER))
+                }));
+            }
+            "copy-heavy" => copies.extend(BURST_SOURCES.iter().map(|source| ObjectCopy {
+                target_name: format!("heavy-{source}"),
+                ..copy(source, Platform, tenant, Some(DOCKER))
+            })),
+            "copy-twice" => copies.extend(["twice-1", "twice-2"].map(|target| ObjectCopy {
+                target_name: target.into(),
+                ..copy(ALLOWED_SOURCE, Platform, tenant, Some(DOCKER))
+            })),
             "read-secrets" => {
                 let seen = input.observed("all-secrets").map(|o| o.join(" | "));
                 ready = (false, format!("observed secrets: {}", seen.unwrap_or_else(|| "none (not observed)".into())));

@@ -5,7 +5,7 @@
 //! One refusal fails the whole reconcile before anything is written.
 
 use service_provider_sdk::contract::{
-    Blocked, Capability, Cluster, Context, CopyKind, Descriptor, NamespaceScope, ObjectRef, Plan, Teardown,
+    Blocked, Capability, Cluster, Context, CopyKind, Descriptor, NamespaceScope, ObjectCopy, ObjectRef, Plan, Teardown,
 };
 
 use super::scope::{reachable, scope_namespace};
@@ -236,7 +236,29 @@ pub fn check_plan(
         granted.check_copy_target(context, copy.target_cluster, &copy.target_namespace, &what)?;
         requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
     }
+    duplicate_copies(descriptor, &plan.copies)?;
     Ok(manifests)
+}
+
+/// One source is copied at most once to each cluster: a second copy adds
+/// nothing a reader could not get from the first, and a thousand copies
+/// of one large source are a thousand writes of it.
+fn duplicate_copies(descriptor: &Descriptor, copies: &[ObjectCopy]) -> Result<(), Error> {
+    let mut seen = std::collections::BTreeSet::new();
+    for copy in copies {
+        if !seen.insert((copy.target_cluster, copy.kind(), copy.source_name.as_str())) {
+            let reason = format!(
+                "{} {} is copied to the {} cluster more than once (again as {}/{}): one copy per source and cluster",
+                copy.kind(),
+                copy.source_name,
+                copy.target_cluster,
+                copy.target_namespace,
+                copy.target_name
+            );
+            return Err(invalid(descriptor, reason));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -160,6 +160,18 @@ fn copies_are_checked_like_objects_and_must_state_a_type() {
 }
 
 #[test]
+fn a_source_is_copied_at_most_once_to_each_cluster() {
+    let to = |source: &str, name: &str| {
+        ObjectCopy::secret(source, "kubernetes.io/dockerconfigjson", Cluster::Platform, "mcp--t", name)
+    };
+    check(&plan(vec![], vec![to("src", "a"), to("other", "b")])).expect("two sources, once each");
+    let twice = vec![to("src", "a"), to("src", "b")];
+    let err = check(&plan(vec![], twice)).unwrap_err();
+    assert!(matches!(err, Error::InvalidPlan { .. }), "{err:?}");
+    assert!(err.to_string().contains("Secret src is copied to the platform cluster more than once"), "{err}");
+}
+
+#[test]
 fn unreachable_clusters_are_refused() {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
     let err =
