@@ -218,6 +218,13 @@ pub enum UserInput {
     /// The service object lacks a field every object has.
     #[error("invalid service object: {field} is missing")]
     ServiceObject { field: &'static str },
+    /// The service object is larger than the host keeps (its labels and
+    /// annotations, most likely).
+    #[error(
+        "the service object is {bytes} bytes, more than the {limit} bytes the host reads: remove labels or \
+         annotations"
+    )]
+    ServiceObjectTooLarge { bytes: usize, limit: usize },
     /// The provider's ProviderConfig does not exist.
     #[error(
         "No ProviderConfig found: create the cluster-scoped {kind} {name:?} ({api_version}) on the platform cluster"

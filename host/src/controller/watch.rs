@@ -60,6 +60,13 @@ const DEBOUNCE: Duration = Duration::from_millis(250);
 /// How many instances are reconciled at once.
 const CONCURRENCY: u16 = 8;
 
+/// Service objects listed at once: at most [`crate::stores::MAX_SEED_BYTES`]
+/// of each is kept, but a page is read and parsed whole, and a tenant can
+/// make its object 1.5 MiB (etcd's limit). With 100 objects of 820 KB
+/// present, a start with pages of 10 raised the host's peak RSS by 59 MiB,
+/// with pages of 4 by 27 MiB (`tenant_flood.rs`).
+const SERVICE_PAGE: u32 = 4;
+
 /// The kinds the plugin may copy: Secrets always, ConfigMaps when it asks
 /// for them anywhere (copies and objects share capabilities).
 fn copied_kinds(plugin: &Loaded) -> Vec<kube::api::ApiResource> {
@@ -140,6 +147,7 @@ fn reflect(
     resource: ApiResource,
     config: watcher::Config,
     complete: bool,
+    pack: fn(&DynamicObject) -> Packed,
 ) -> (Watched, Objects) {
     let writer = reflector::store::Writer::new(resource.clone());
     let store = writer.as_reader();
@@ -148,7 +156,7 @@ fn reflect(
     let objects = watcher(api, config)
         .default_backoff()
         .modify(|object: &mut DynamicObject| object.managed_fields_mut().clear())
-        .map_ok(|event| pack_event(&event, Packed::pack))
+        .map_ok(move |event| pack_event(&event, pack))
         .reflect(writer)
         // After `reflect`: the store has the list when the flag is set.
         .inspect_ok(move |event| {
@@ -195,7 +203,7 @@ pub async fn run_until(
     let (trigger, all) = futures::channel::mpsc::unbounded::<()>();
     let pcs: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &ctx.plugin.provider_config);
     let by_name = watcher::Config::default().fields(&format!("metadata.name={}", ctx.identity.provider_name));
-    let (watched, objects) = reflect(pcs, ctx.plugin.provider_config.clone(), by_name, true);
+    let (watched, objects) = reflect(pcs, ctx.plugin.provider_config.clone(), by_name, true, Packed::pack);
     stores.provider_config = Some(watched);
     ctx.watches.set_stores(stores);
     let cache = tokio::spawn(report_synced(primary, synced));
@@ -241,8 +249,11 @@ pub async fn run_until(
 fn watch_service_objects(ctx: &Arc<Shared>) -> (Watched, Wired) {
     let service =
         resource::dynamic_api(&ctx.clusters.onboarding, &ctx.plugin.service, ctx.watches.namespace.as_deref());
-    let (primary, objects) =
-        reflect(service, ctx.plugin.service.clone(), watcher::Config::default().any_semantic(), true);
+    // A tenant may make each of its objects a megabyte of labels: they are
+    // listed a few at a time from etcd (a list from the watch cache ignores
+    // the page size), and kept trimmed ([`Packed::seed`]).
+    let config = watcher::Config::default().page_size(SERVICE_PAGE);
+    let (primary, objects) = reflect(service, ctx.plugin.service.clone(), config, true, Packed::seed);
     // The host's own status writes are not a reason to look again: only
     // what a person or openmcp changes is (the spec, which moves the
     // generation; annotations such as the operation; labels; finalizers;
@@ -279,7 +290,7 @@ fn watch_platform_objects(mut controller: Wired, ctx: &Arc<Shared>, stores: &mut
         info!(kind = %resource.kind, "watching managed objects on the platform cluster");
         let api: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &resource);
         let config = watcher::Config::default().labels(&provider_selector);
-        let (watched, objects) = reflect(api, resource.clone(), config, false);
+        let (watched, objects) = reflect(api, resource.clone(), config, false, Packed::pack);
         stores.owned.push(watched);
         let c = ctx.clone();
         controller = controller.watches_stream_with(
@@ -296,8 +307,13 @@ fn watch_access_requests(controller: Wired, ctx: &Arc<Shared>, stores: &mut Stor
     let controller_name = ctx.plugin.descriptor().service.group.clone();
     let requests: Api<DynamicObject> = Api::all_with(ctx.clusters.platform.clone(), &access::access_request_resource());
     let managed_by = format!("{}={}", access::LABEL_MANAGED_BY, names::label_value(&controller_name));
-    let (watched, objects) =
-        reflect(requests, access::access_request_resource(), watcher::Config::default().labels(&managed_by), false);
+    let (watched, objects) = reflect(
+        requests,
+        access::access_request_resource(),
+        watcher::Config::default().labels(&managed_by),
+        false,
+        Packed::pack,
+    );
     stores.access_requests = Some(watched);
     let c = ctx.clone();
     controller.watches_stream_with(
@@ -320,7 +336,7 @@ fn watch_sources_and_copies(mut controller: Wired, ctx: &Arc<Shared>, stores: &m
         // Sources in the pod namespace: exactly the instances whose last plan
         // copies them, so a rotated pull secret or CA bundle rolls out at once.
         let sources = resource::dynamic_api(&ctx.clusters.platform, &kind, Some(&ctx.identity.pod_namespace));
-        let (watched, objects) = reflect(sources, kind.clone(), watcher::Config::default(), true);
+        let (watched, objects) = reflect(sources, kind.clone(), watcher::Config::default(), true, Packed::pack);
         stores.sources.push(watched);
         let c = ctx.clone();
         let source_kind = kind.kind.clone();
@@ -335,7 +351,7 @@ fn watch_sources_and_copies(mut controller: Wired, ctx: &Arc<Shared>, stores: &m
         // The copies on the platform cluster: an edit or deletion is undone.
         let copies = resource::dynamic_api(&ctx.clusters.platform, &kind, None);
         let config = watcher::Config::default().labels(&format!("{provider_selector},{LABEL_COPY_OF}"));
-        let (watched, objects) = reflect(copies, kind.clone(), config, false);
+        let (watched, objects) = reflect(copies, kind.clone(), config, false, Packed::pack);
         stores.copies.push(watched);
         let c = ctx.clone();
         controller = controller.watches_stream_with(

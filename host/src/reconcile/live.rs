@@ -40,9 +40,10 @@ pub(super) async fn run(
 ) -> Result<(Outcome, Again), Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
     let instance = Instance::from_object(&raw)?;
-    let result = match provider_config {
-        Some(provider_config) => apply_with_config(object, &raw, &instance, provider_config, ctx, plugin).await,
-        None => Err(status::missing_provider_config(plugin.descriptor(), &ctx.identity.provider_name).into()),
+    let result = match (provider_config, oversized(object)) {
+        (_, Some(too_large)) => Err(too_large.into()),
+        (Some(provider_config), None) => apply_with_config(object, &raw, &instance, provider_config, ctx, plugin).await,
+        (None, None) => Err(status::missing_provider_config(plugin.descriptor(), &ctx.identity.provider_name).into()),
     };
     match result {
         Ok(done) => Ok(done),
@@ -58,6 +59,14 @@ pub(super) async fn run(
             }
         }
     }
+}
+
+/// Why the service object is not reconciled, if the store kept it
+/// trimmed for its size ([`crate::stores::Packed::seed`]): the plugin is
+/// not asked.
+fn oversized(object: &DynamicObject) -> Option<UserInput> {
+    let bytes = object.metadata.annotations.as_ref()?.get(crate::stores::OVERSIZED)?.parse().ok()?;
+    Some(UserInput::ServiceObjectTooLarge { bytes, limit: crate::stores::MAX_SEED_BYTES })
 }
 
 /// How soon an instance whose ControlPlane does not exist (yet) is looked

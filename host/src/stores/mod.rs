@@ -32,7 +32,7 @@ use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::warn;
 
-pub use packed::{Packed, pack_event};
+pub use packed::{MAX_SEED_BYTES, OVERSIZED, Packed, pack_event};
 
 /// What a store knows about one object.
 #[derive(Debug, Clone)]

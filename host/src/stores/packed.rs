@@ -23,6 +23,17 @@ pub struct Packed {
     json: Box<str>,
 }
 
+/// The largest service object a store keeps whole: a status (at most
+/// 64 KiB, the host's own) and room for labels, annotations and a spec.
+/// A tenant can make its object a megabyte of labels; hundreds of them
+/// would otherwise be the host's heap.
+pub const MAX_SEED_BYTES: usize = 128 << 10;
+/// The annotation of a trimmed object as the store keeps it: how many
+/// bytes of JSON the object was.
+pub const OVERSIZED: &str = "service-provider.open-control-plane.io/oversized";
+/// The largest `spec`, `status` or finalizer list a trimmed object keeps.
+const MAX_SEED_PART_BYTES: usize = 32 << 10;
+
 /// Only the metadata of a packed object (the rest is skipped, not built).
 #[derive(Deserialize)]
 struct Head {
@@ -41,6 +52,58 @@ impl Packed {
         };
         let json = serde_json::to_string(object).unwrap_or_default().into_boxed_str();
         Packed { metadata, json }
+    }
+
+    /// Packs a service object, trimmed when it is larger than
+    /// [`MAX_SEED_BYTES`]: then only what identifies it, its generation,
+    /// deletion and finalizers, and its `spec` and `status` where each is
+    /// small, are kept (no labels or annotations but [`OVERSIZED`], which
+    /// says how large it was). A reconcile reports such an object as too
+    /// large without asking the plugin; a deletion still cleans up.
+    pub fn seed(object: &DynamicObject) -> Self {
+        let packed = Packed::pack(object);
+        if packed.json.len() <= MAX_SEED_BYTES {
+            // The mark is the host's: a tenant's own is dropped.
+            let marked = object.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(OVERSIZED));
+            return match marked {
+                true => {
+                    let mut object = object.clone();
+                    object.metadata.annotations.as_mut().map(|a| a.remove(OVERSIZED));
+                    Packed::pack(&object)
+                }
+                false => packed,
+            };
+        }
+        let small = |value: &serde_json::Value| serde_json::to_vec(value).is_ok_and(|b| b.len() <= MAX_SEED_PART_BYTES);
+        let meta = &object.metadata;
+        let finalizers =
+            meta.finalizers.clone().filter(|f| serde_json::to_vec(f).is_ok_and(|b| b.len() <= MAX_SEED_PART_BYTES));
+        let trimmed = DynamicObject {
+            types: object.types.clone(),
+            metadata: ObjectMeta {
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                uid: meta.uid.clone(),
+                generation: meta.generation,
+                resource_version: meta.resource_version.clone(),
+                creation_timestamp: meta.creation_timestamp.clone(),
+                deletion_timestamp: meta.deletion_timestamp.clone(),
+                finalizers,
+                annotations: Some([(OVERSIZED.to_string(), packed.json.len().to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            data: match &object.data {
+                serde_json::Value::Object(fields) => serde_json::Value::Object(
+                    fields
+                        .iter()
+                        .filter(|(key, value)| matches!(key.as_str(), "spec" | "status") && small(value))
+                        .map(|(key, value)| (key.clone(), value.clone()))
+                        .collect(),
+                ),
+                _ => serde_json::Value::Null,
+            },
+        };
+        Packed::pack(&trimmed)
     }
 
     /// Packs an object already in JSON form (a blocker watch's, trimmed
@@ -149,6 +212,37 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_service_object_of_a_megabyte_is_kept_trimmed_and_marked() {
+        let labels: serde_json::Map<String, serde_json::Value> =
+            (0..8_000).map(|i| (format!("tenant.example/label-{i:05}"), json!("x".repeat(63)))).collect();
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kro.services.open-control-plane.io/v1alpha1", "kind": "Kro",
+            "metadata": {"name": "big", "namespace": "t", "uid": "u-1", "generation": 3, "labels": labels,
+                "finalizers": ["kro.services.open-control-plane.io/finalizer"]},
+            "spec": {"version": "v0.9.1"},
+            "status": {"phase": "Ready"}
+        }))
+        .unwrap();
+        let whole = Packed::pack(&object).bytes();
+        assert!(whole > 700_000, "{whole}");
+        let seed = Packed::seed(&object);
+        assert!(seed.bytes() < 1_000, "{}", seed.bytes());
+        let kept = seed.unpack().unwrap();
+        assert_eq!(kept.metadata.annotations.unwrap()[OVERSIZED], whole.to_string());
+        assert!(kept.metadata.labels.is_none());
+        assert_eq!((kept.metadata.generation, kept.metadata.uid.as_deref()), (Some(3), Some("u-1")));
+        assert_eq!(kept.metadata.finalizers.unwrap(), ["kro.services.open-control-plane.io/finalizer"]);
+        assert_eq!((&kept.data["spec"]["version"], &kept.data["status"]["phase"]), (&json!("v0.9.1"), &json!("Ready")));
+
+        // A small object keeps everything but a mark of its own.
+        let mut small = object.clone();
+        small.metadata.labels = None;
+        small.metadata.annotations = Some([(OVERSIZED.to_string(), "1".to_string()), ("a".into(), "b".into())].into());
+        let kept = Packed::seed(&small).unpack().unwrap();
+        assert_eq!(kept.metadata.annotations.unwrap().keys().collect::<Vec<_>>(), ["a"]);
+    }
 
     #[test]
     fn an_object_comes_back_as_it_went_in() {
