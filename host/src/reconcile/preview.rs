@@ -228,7 +228,7 @@ async fn previewed(
                     let manager = &ctx.identity.field_manager;
                     object_change(key, would_apply(client, manifest, &owner, manager, fleet.forbidden).await?)
                 }
-                None => planned_change(key, &added, &changed),
+                None => planned_change(key, &current, &added, &changed),
             };
             preview.objects.extend(change);
         }
@@ -303,11 +303,17 @@ fn object_change(object: ObjectKey, would: WouldApply) -> Option<ObjectChange> {
 }
 
 /// An object on a cluster the preview did not reach, against the current
-/// component's plan: created if only the candidate plans it, updated if it
-/// plans it otherwise.
-fn planned_change(object: ObjectKey, added: &[ObjectKey], changed: &[compare::Changed]) -> Option<ObjectChange> {
+/// component's plan: created if only the candidate plans it (or the
+/// current component has no plan), updated if it plans it otherwise.
+fn planned_change(
+    object: ObjectKey,
+    current: &Answer,
+    added: &[ObjectKey],
+    changed: &[compare::Changed],
+) -> Option<ObjectChange> {
     let compared = Some(Compared::Plans);
-    if added.contains(&object) {
+    // Without a current plan (refused, failed), everything is new.
+    if current.plan().is_none() || added.contains(&object) {
         return Some(ObjectChange { object, action: Action::Create, fields: Vec::new(), compared });
     }
     let fields = changed.iter().find(|c| c.object == object)?.fields.clone();
