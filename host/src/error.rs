@@ -221,8 +221,9 @@ pub enum UserInput {
     /// The service object is larger than the host keeps (its labels and
     /// annotations, most likely).
     #[error(
-        "the service object is {bytes} bytes, more than the {limit} bytes the host reads: remove labels or \
-         annotations"
+        "the service object is {} KiB, more than the {} KiB the host reads: remove labels or annotations",
+        .bytes >> 10,
+        .limit >> 10
     )]
     ServiceObjectTooLarge { bytes: usize, limit: usize },
     /// The provider's ProviderConfig does not exist.

@@ -31,7 +31,7 @@ pub const MAX_SEED_BYTES: usize = 128 << 10;
 /// The annotation of a trimmed object as the store keeps it: how many
 /// bytes of JSON the object was.
 pub const OVERSIZED: &str = "service-provider.open-control-plane.io/oversized";
-/// The largest `spec`, `status` or finalizer list a trimmed object keeps.
+/// The largest `spec` or `status` a trimmed object keeps.
 const MAX_SEED_PART_BYTES: usize = 32 << 10;
 
 /// Only the metadata of a packed object (the rest is skipped, not built).
@@ -56,9 +56,9 @@ impl Packed {
 
     /// Packs a service object, trimmed when it is larger than
     /// [`MAX_SEED_BYTES`]: then only what identifies it, its generation,
-    /// deletion and finalizers, and its `spec` and `status` where each is
-    /// small, are kept (no labels or annotations but [`OVERSIZED`], which
-    /// says how large it was). A reconcile reports such an object as too
+    /// deletion and finalizers, openmcp's operation, and its `spec` and
+    /// `status` where each is small, are kept (no labels or other
+    /// annotations; [`OVERSIZED`] says how large it was). A reconcile reports such an object as too
     /// large without asking the plugin; a deletion still cleans up.
     pub fn seed(object: &DynamicObject) -> Self {
         let packed = Packed::pack(object);
@@ -76,8 +76,8 @@ impl Packed {
         }
         let small = |value: &serde_json::Value| serde_json::to_vec(value).is_ok_and(|b| b.len() <= MAX_SEED_PART_BYTES);
         let meta = &object.metadata;
-        let finalizers =
-            meta.finalizers.clone().filter(|f| serde_json::to_vec(f).is_ok_and(|b| b.len() <= MAX_SEED_PART_BYTES));
+        // Finalizers whole, whatever their size: the finalizer helper adds
+        // and removes the host's by its place in the list.
         let trimmed = DynamicObject {
             types: object.types.clone(),
             metadata: ObjectMeta {
@@ -88,8 +88,8 @@ impl Packed {
                 resource_version: meta.resource_version.clone(),
                 creation_timestamp: meta.creation_timestamp.clone(),
                 deletion_timestamp: meta.deletion_timestamp.clone(),
-                finalizers,
-                annotations: Some([(OVERSIZED.to_string(), packed.json.len().to_string())].into()),
+                finalizers: meta.finalizers.clone(),
+                annotations: Some(seed_annotations(meta, packed.json.len())),
                 ..ObjectMeta::default()
             },
             data: match &object.data {
@@ -152,6 +152,20 @@ impl Packed {
         self.json.len()
     }
 }
+
+/// The annotations a trimmed object keeps: its size, and openmcp's
+/// operation (`ignore`, `reconcile`) when it is one of those words.
+fn seed_annotations(meta: &ObjectMeta, bytes: usize) -> std::collections::BTreeMap<String, String> {
+    let mut kept: std::collections::BTreeMap<String, String> = [(OVERSIZED.to_string(), bytes.to_string())].into();
+    let operation = meta.annotations.as_ref().and_then(|a| a.get(OPERATION));
+    if let Some(word) = operation.filter(|w| matches!(w.as_str(), "ignore" | "reconcile")) {
+        kept.insert(OPERATION.to_string(), word.clone());
+    }
+    kept
+}
+
+/// openmcp's operation annotation.
+const OPERATION: &str = "openmcp.cloud/operation";
 
 /// A watch event with its objects packed by `pack`.
 pub fn pack_event<K>(event: &watcher::Event<K>, pack: impl Fn(&K) -> Packed) -> watcher::Event<Packed> {
@@ -220,6 +234,7 @@ mod tests {
         let object: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "kro.services.open-control-plane.io/v1alpha1", "kind": "Kro",
             "metadata": {"name": "big", "namespace": "t", "uid": "u-1", "generation": 3, "labels": labels,
+                "annotations": {"openmcp.cloud/operation": "ignore", "other": "x"},
                 "finalizers": ["kro.services.open-control-plane.io/finalizer"]},
             "spec": {"version": "v0.9.1"},
             "status": {"phase": "Ready"}
@@ -230,7 +245,9 @@ mod tests {
         let seed = Packed::seed(&object);
         assert!(seed.bytes() < 1_000, "{}", seed.bytes());
         let kept = seed.unpack().unwrap();
-        assert_eq!(kept.metadata.annotations.unwrap()[OVERSIZED], whole.to_string());
+        let annotations = kept.metadata.annotations.clone().unwrap();
+        assert_eq!(annotations[OVERSIZED], whole.to_string());
+        assert_eq!((annotations[OPERATION].as_str(), annotations.len()), ("ignore", 2), "{annotations:?}");
         assert!(kept.metadata.labels.is_none());
         assert_eq!((kept.metadata.generation, kept.metadata.uid.as_deref()), (Some(3), Some("u-1")));
         assert_eq!(kept.metadata.finalizers.unwrap(), ["kro.services.open-control-plane.io/finalizer"]);

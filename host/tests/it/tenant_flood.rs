@@ -251,7 +251,7 @@ async fn megabyte_service_objects_cost_the_host_little() {
         .await
         .expect("the large objects are created");
     println!("{:>6.1?} {OBJECTS} service objects of {LABELS} labels and 250 KB of notes made", started.elapsed());
-    let too_large = |k: &Value| message(k).contains("bytes the host reads");
+    let too_large = |k: &Value| message(k).contains("KiB the host reads");
     for i in [0, OBJECTS / 2, OBJECTS - 1] {
         f.wait_kro(&format!("big-{i:03}"), "too large", too_large).await;
     }
