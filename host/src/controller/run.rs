@@ -100,8 +100,8 @@ pub async fn run(
         info!(canary = %canary.planner.plugin.digest(), "a canary plugin reconciles its cohort");
     }
 
-    // Budgets, backoffs and memos outlive a controller start: a new lease or
-    // new onboarding credentials give no instance a fresh budget.
+    // Budgets, backoffs and memos outlive a controller start: new onboarding
+    // credentials give no instance a fresh budget.
     let memory = Arc::new(Memory::new(settings.host_writes));
     let mut lease = match leader_elect {
         true => Some(lease(&platform, settings).await?),

@@ -12,16 +12,17 @@
 //! - each instance has a **write budget per cluster** ([`Budgets`]): a
 //!   bucket of bytes that refills at [`Rate::per_minute`] up to
 //!   [`Rate::burst`], spent by what the API server stored for each write
-//!   (its answer's size). It is looked at before each write of a round:
-//!   while it is empty the instance's writes to that cluster wait (the
-//!   status says so, a metric counts it), so the debt is at most one
-//!   object or copy;
-//! - the host as a whole has a budget per cluster on top
-//!   ([`Budgets::new`], `--cluster-write-mib-per-minute`, [`HOST`] by
-//!   default): however many instances a plugin has, what they write
-//!   together to one cluster is held to it. It holds the instances that
-//!   wrote lately, not one that has been quiet (whose own bucket is full):
-//!   a neighbour with nothing to write is not held by the others' writes;
+//!   (its answer's size). A round goes only when the bucket holds what
+//!   the round may write (its objects and the sources of its copies), or
+//!   is full; otherwise the instance's writes to that cluster wait (the
+//!   status says so, a metric counts it). A round is written whole, and
+//!   pruned, so the debt is at most one round (1 MiB of objects and 2 MiB
+//!   of copies);
+//! - the host as a whole has a budget for each cluster every tenant
+//!   shares (onboarding, platform) on top ([`Budgets::new`],
+//!   `--cluster-write-mib-per-minute`, [`HOST`] by default): however many
+//!   instances a plugin has, what they write together there is held to
+//!   it, with the same rule;
 //! - a status whose only change is text the plugin reports (messages) is
 //!   written at most every [`MESSAGE_INTERVAL`] ([`crate::reconcile::status`]);
 //! - a plugin's requeue is at least [`REQUEUE_FLOOR`];
@@ -131,10 +132,11 @@ impl Bucket {
         self.at = now;
     }
 
-    /// How long until the bucket holds something again.
-    fn wait(&self, rate: Rate) -> Option<Duration> {
+    /// How long until the bucket holds `need` bytes, if it does not now.
+    fn wait(&self, rate: Rate, need: usize) -> Option<Duration> {
         let per_second = rate.per_minute as f64 / 60.0;
-        (self.bytes <= 0.0).then(|| Duration::from_secs_f64((1.0 - self.bytes) / per_second))
+        let need = need as f64;
+        (self.bytes < need).then(|| Duration::from_secs_f64((need - self.bytes) / per_second))
     }
 }
 
@@ -173,28 +175,28 @@ impl Budgets {
     /// `None` when the instance may write to `cluster` now; else how long
     /// until it may (its own budget or the host's is spent).
     pub fn wait(&self, key: &InstanceKey, cluster: Cluster) -> Option<Duration> {
-        self.held(key, cluster).map(|(wait, _)| wait)
+        self.held(key, cluster, 1).map(|(wait, _)| wait)
     }
 
-    /// Like [`Self::wait`], with whose budget is spent (the longer wait's).
-    pub fn held(&self, key: &InstanceKey, cluster: Cluster) -> Option<(Duration, Spent)> {
-        self.held_at(key, cluster, Instant::now())
+    /// `None` when the instance may write a round of `need` bytes to
+    /// `cluster` now: each budget it draws on holds that much, or is full
+    /// (a round larger than a budget's burst goes when it is full, and
+    /// leaves it in debt by the rest). Else how long until it may, and
+    /// whose budget holds it back (the longer wait's).
+    pub fn held(&self, key: &InstanceKey, cluster: Cluster, need: usize) -> Option<(Duration, Spent)> {
+        self.held_at(key, cluster, need, Instant::now())
     }
 
     #[cfg(test)]
     fn wait_at(&self, key: &InstanceKey, cluster: Cluster, now: Instant) -> Option<Duration> {
-        self.held_at(key, cluster, now).map(|(wait, _)| wait)
+        self.held_at(key, cluster, 1, now).map(|(wait, _)| wait)
     }
 
-    fn held_at(&self, key: &InstanceKey, cluster: Cluster, now: Instant) -> Option<(Duration, Spent)> {
-        let entry = (key.clone(), cluster);
-        let own = wait_of(&self.buckets, entry.clone(), rate(cluster), now).map(|w| (w, Spent::Instance));
-        // The host's budget holds the instances that wrote lately (their
-        // own bucket is not full): one that has not written for a while is
-        // not held back by what the others wrote.
-        let writing = self.buckets.lock().expect("not poisoned").contains_key(&entry);
-        let host = match writing {
-            true => wait_of(&self.host, cluster, self.host_rate, now).map(|w| (w, Spent::Host)),
+    fn held_at(&self, key: &InstanceKey, cluster: Cluster, need: usize, now: Instant) -> Option<(Duration, Spent)> {
+        let own =
+            wait_of(&self.buckets, (key.clone(), cluster), rate(cluster), need, now).map(|w| (w, Spent::Instance));
+        let host = match shared(cluster) {
+            true => wait_of(&self.host, cluster, self.host_rate, need, now).map(|w| (w, Spent::Host)),
             false => None,
         };
         own.max(host)
@@ -215,7 +217,9 @@ impl Budgets {
             return;
         }
         spend_of(&self.buckets, (key.clone(), cluster), rate(cluster), bytes, now);
-        spend_of(&self.host, cluster, self.host_rate, bytes, now);
+        if shared(cluster) {
+            spend_of(&self.host, cluster, self.host_rate, bytes, now);
+        }
     }
 
     /// How long ago the instance's status was last written, if this
@@ -236,19 +240,28 @@ impl Budgets {
     }
 }
 
-/// How long until the bucket of `entry` holds something again, if it is
-/// empty. A full bucket is what no entry means: instances that write
-/// nothing for a while cost no memory.
+/// Whether every tenant writes to `cluster` (the onboarding and platform
+/// clusters, whose etcd the host's budget protects), rather than to a
+/// cluster of one tenant's own.
+fn shared(cluster: Cluster) -> bool {
+    matches!(cluster, Cluster::Onboarding | Cluster::Platform)
+}
+
+/// How long until the bucket of `entry` holds `need` bytes (or is full, if
+/// `need` is more than it holds when full), if it does not now. A full
+/// bucket is what no entry means: instances that write nothing for a while
+/// cost no memory.
 fn wait_of<K: Eq + std::hash::Hash>(
     buckets: &Mutex<HashMap<K, Bucket>>,
     entry: K,
     rate: Rate,
+    need: usize,
     now: Instant,
 ) -> Option<Duration> {
     let mut buckets = buckets.lock().expect("not poisoned");
     let bucket = buckets.get_mut(&entry)?;
     bucket.refill(rate, now);
-    let wait = bucket.wait(rate);
+    let wait = bucket.wait(rate, need.clamp(1, rate.burst));
     if bucket.bytes >= rate.burst as f64 {
         buckets.remove(&entry);
     }
@@ -339,17 +352,36 @@ mod tests {
             assert_eq!(budgets.wait_at(&instance(i), Cluster::Platform, t0), None, "instance {i}");
             budgets.spend_at(&instance(i), Cluster::Platform, 900 << 10, t0);
         }
-        for i in 0..3 {
-            let (wait, spent) =
-                budgets.held_at(&instance(i), Cluster::Platform, t0).expect("the host's budget is spent");
+        for i in [0, 9] {
+            let (wait, spent) = budgets.held_at(&instance(i), Cluster::Platform, 1, t0).expect("the host's is spent");
             assert_eq!(spent, Spent::Host, "instance {i}");
             // 652 KiB over at 2 MiB a minute: about 19 s.
             assert!((18..=20).contains(&wait.as_secs()), "{wait:?}");
         }
-        assert_eq!(budgets.wait_at(&instance(9), Cluster::Platform, t0), None, "a quiet neighbour is not held");
         assert_eq!(budgets.wait_at(&instance(0), Cluster::Onboarding, t0), None, "per cluster");
+        assert_eq!(
+            budgets.wait_at(&instance(9), Cluster::ControlPlane, t0),
+            None,
+            "a tenant's own cluster: no host budget"
+        );
         let later = t0 + Duration::from_secs(20);
-        assert_eq!(budgets.wait_at(&instance(0), Cluster::Platform, later), None, "refilled");
+        assert_eq!(budgets.wait_at(&instance(9), Cluster::Platform, later), None, "refilled");
+    }
+
+    #[test]
+    fn a_round_goes_when_the_budget_holds_it_or_is_full() {
+        let budgets = Budgets::new(Rate { per_minute: 64 << 20, burst: 64 << 20 });
+        let t0 = Instant::now();
+        let big = 3 << 20;
+        assert_eq!(budgets.held_at(&key(), Cluster::Platform, big, t0), None, "a full budget: more than it holds goes");
+        budgets.spend_at(&key(), Cluster::Platform, 600 << 10, t0);
+        assert_eq!(budgets.held_at(&key(), Cluster::Platform, 400 << 10, t0), None, "424 KiB left: 400 KiB go");
+        let (wait, spent) = budgets.held_at(&key(), Cluster::Platform, 900 << 10, t0).expect("not 900 KiB");
+        assert_eq!(spent, Spent::Instance);
+        // 476 KiB short at 1.5 MiB a minute: about 19 s.
+        assert!((18..=20).contains(&wait.as_secs()), "{wait:?}");
+        let (wait, _) = budgets.held_at(&key(), Cluster::Platform, big, t0).expect("not full");
+        assert!((23..=25).contains(&wait.as_secs()), "until full, 600 KiB at 1.5 MiB a minute: {wait:?}");
     }
 
     #[test]

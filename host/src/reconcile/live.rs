@@ -130,16 +130,13 @@ async fn apply_with_config(
     // Record the sources first: if a copy fails because its source is
     // missing, creating that Secret must re-trigger this instance.
     ctx.memory.set_sources(&key, plan.copies.iter().map(|c| (c.kind().to_string(), c.source_name.clone())).collect());
-    if let Some(held) = budget_spent(&ctx.memory.budgets, &ctx.metrics, &key, &plan) {
+    let sources = copy_sources(&ctx.watches.stores(), &ctx.identity.pod_namespace, plugin, &plan)?;
+    if let Some(held) = budget_spent(&ctx.memory.budgets, &ctx.metrics, &key, &plan, &sources) {
         return hold(ctx, object, &plan, held).await;
     }
-    copy_bytes(&ctx.watches.stores(), &ctx.identity.pod_namespace, plugin, &plan)?;
-    let Written { writes, adopted, retired, held } =
+    let Written { writes, adopted, retired } =
         write(ctx, plugin, instance, &reach, &plan, provider_config, &fetched).await?;
     report_adopted(&ctx.status, object, &adopted).await;
-    if let Some(held) = held {
-        return hold(ctx, object, &plan, held).await;
-    }
     report_retired(&ctx.status, object, &retired).await;
     let pruned = prune(ctx, instance, &reach, &input.context, &plan).await?;
     if writes + pruned > 0 {
@@ -166,19 +163,28 @@ async fn hold(
     Ok((Outcome::Limited, Again::After(wait)))
 }
 
-/// Step: the bytes of the sources the plan copies, all together, within
-/// [`MAX_PLAN_COPY_BYTES`]: each copy is a write of its whole source. The
-/// sizes are those of the watch of sources (synced before the controller
-/// starts); a source it has not seen yet is not counted.
-fn copy_bytes(stores: &Stores, pod_namespace: &str, plugin: &Loaded, plan: &CheckedPlan) -> Result<(), Error> {
-    let bytes: usize = plan
+/// Step: the bytes of each source the plan copies (in the order of its
+/// copies), all together within [`MAX_PLAN_COPY_BYTES`]: each copy is a
+/// write of its whole source. The sizes are those of the watch of sources
+/// (synced before the controller starts); a source it has not seen yet
+/// counts nothing.
+fn copy_sources(
+    stores: &Stores,
+    pod_namespace: &str,
+    plugin: &Loaded,
+    plan: &CheckedPlan,
+) -> Result<Vec<usize>, Error> {
+    let sizes: Vec<usize> = plan
         .copies
         .iter()
-        .filter_map(|copy| stores.source(copy.kind(), pod_namespace, &copy.source_name).found())
-        .map(|source| crate::resource::stored_size(source.as_ref()))
-        .sum();
+        .map(|copy| {
+            let source = stores.source(copy.kind(), pod_namespace, &copy.source_name).found();
+            source.map_or(0, |source| crate::resource::stored_size(source.as_ref()))
+        })
+        .collect();
+    let bytes: usize = sizes.iter().sum();
     if bytes <= MAX_PLAN_COPY_BYTES {
-        return Ok(());
+        return Ok(sizes);
     }
     let reason = format!(
         "its {} copies come to {bytes} bytes, more than the limit of {MAX_PLAN_COPY_BYTES} bytes per plan",
@@ -207,18 +213,29 @@ fn next_look(metrics: &Metrics, requeue_after_seconds: u32, wrote: status::Wrote
     }
 }
 
-/// Whether the instance's writes must wait: its budget for a cluster its
-/// plan writes to is spent ([`crate::reconcile::budget`]). Then nothing of the plan
-/// is written this round, and the status says why.
-fn budget_spent(budgets: &Budgets, metrics: &Metrics, key: &InstanceKey, plan: &CheckedPlan) -> Option<status::Held> {
-    let clusters = plan.manifests.iter().map(|m| m.cluster).chain(plan.copies.iter().map(|c| c.target_cluster));
-    let mut seen = Vec::new();
-    for cluster in clusters {
-        if seen.contains(&cluster) {
-            continue;
+/// Whether the instance's writes must wait: a budget of a cluster its plan
+/// writes to ([`crate::reconcile::budget`]) does not hold what the round
+/// may write there (its objects, and the sources it copies there). Then
+/// nothing of the plan is written this round, and the status says why;
+/// else the round is written whole, and pruned.
+fn budget_spent(
+    budgets: &Budgets,
+    metrics: &Metrics,
+    key: &InstanceKey,
+    plan: &CheckedPlan,
+    sources: &[usize],
+) -> Option<status::Held> {
+    let objects = plan.manifests.iter().map(|m| (m.cluster, crate::resource::stored_size(&m.object)));
+    let copies = plan.copies.iter().zip(sources).map(|(c, bytes)| (c.target_cluster, *bytes));
+    let mut need: Vec<(Cluster, usize)> = Vec::new();
+    for (cluster, bytes) in objects.chain(copies) {
+        match need.iter_mut().find(|(c, _)| *c == cluster) {
+            Some((_, total)) => *total += bytes,
+            None => need.push((cluster, bytes)),
         }
-        seen.push(cluster);
-        if let Some(held) = status::Held::writes(budgets, key, cluster) {
+    }
+    for (cluster, bytes) in need {
+        if let Some(held) = status::Held::writes(budgets, key, cluster, bytes) {
             metrics.limited(budget::Limit::WriteRate);
             return Some(held);
         }
@@ -370,8 +387,6 @@ struct Written {
     adopted: Vec<Predecessor>,
     /// A predecessor's copies deleted, and whose they were.
     retired: Vec<Predecessor>,
-    /// The budget that stopped the round before its end, if one did.
-    held: Option<status::Held>,
 }
 
 /// Applies every step of the plan.
@@ -411,16 +426,6 @@ async fn write(
         {
             continue;
         }
-        // The budget before each write: a round stops at the first step
-        // that finds it spent, so the debt is at most one object or copy.
-        let cluster = match step {
-            Step::Apply(m) => m.cluster,
-            Step::Copy(copy) => copy.target_cluster,
-        };
-        if let Some(held) = status::Held::writes(&ctx.memory.budgets, &key, cluster) {
-            ctx.metrics.limited(budget::Limit::WriteRate);
-            return Ok(Written { writes, adopted, retired: Vec::new(), held: Some(held) });
-        }
         let change = match step {
             Step::Apply(m) => {
                 let client = reach.client(m.cluster).expect("checked by plan::check_plan");
@@ -450,7 +455,7 @@ async fn write(
     for copy in &plan.copies {
         retired.extend(job(copy).retire_predecessor(copy).await?);
     }
-    Ok(Written { writes, adopted, retired, held: None })
+    Ok(Written { writes, adopted, retired })
 }
 
 /// The plugin's CRDs for the instance's own clusters (ControlPlane,

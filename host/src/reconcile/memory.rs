@@ -26,8 +26,8 @@ pub const VERIFY_INTERVAL: Duration = Duration::from_secs(600);
 /// What the host remembers about instances: one [`Entry`] per instance,
 /// and the write budgets ([`crate::reconcile::budget`]) the status writer
 /// shares. [`Memory::forget`] drops all of an instance's at once. `run`
-/// keeps one for the whole process: a new lease or new onboarding
-/// credentials start the controller again, not its budgets and backoffs.
+/// keeps one for the whole process: new onboarding credentials start the
+/// controller again, not its budgets and backoffs.
 #[derive(Default)]
 pub struct Memory {
     entries: Mutex<HashMap<InstanceKey, Entry>>,

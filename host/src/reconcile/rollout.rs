@@ -196,7 +196,7 @@ fn expression(term: &str) -> Result<Expression, String> {
 
 /// The cohort instances that failed by a canary and why it was halted,
 /// once it was: kept across the controller's restarts in one process (new
-/// onboarding credentials, a new lease), so that a halted canary stays
+/// onboarding credentials), so that a halted canary stays
 /// halted until the host restarts, and failures add up across starts.
 #[derive(Debug, Clone, Default)]
 pub struct Halt(std::sync::Arc<Mutex<HaltState>>);

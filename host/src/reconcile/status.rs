@@ -354,13 +354,15 @@ impl std::fmt::Display for Held {
 }
 
 impl Held {
-    /// The writes of `key` to `cluster` held by `budgets`, if they are.
+    /// The writes of `key` to `cluster`, a round of `need` bytes, held by
+    /// `budgets`, if they are.
     pub fn writes(
         budgets: &Budgets,
         key: &InstanceKey,
         cluster: service_provider_sdk::contract::Cluster,
+        need: usize,
     ) -> Option<Held> {
-        let (wait, spent) = budgets.held(key, cluster)?;
+        let (wait, spent) = budgets.held(key, cluster, need)?;
         let rate = match spent {
             budget::Spent::Instance => budget::rate(cluster),
             budget::Spent::Host => budgets.host_rate(),
