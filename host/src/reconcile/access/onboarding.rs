@@ -46,8 +46,7 @@ pub async fn request_onboarding_access(
     timeout: Duration,
     field_manager: &str,
 ) -> Result<KubeconfigRef, Error> {
-    let name =
-        names::shorten(&format!("{}--{}", controller.to_lowercase(), local_name.to_lowercase()), names::MAX_NAME_LEN);
+    let name = request_name(controller, local_name);
     let labels = json!({LABEL_MANAGED_BY: names::label_value(controller)});
     let params = PatchParams::apply(field_manager).force();
     let deadline = Instant::now() + timeout;
@@ -99,10 +98,7 @@ pub async fn request_preview_access(
     field_manager: &str,
 ) -> Result<(), Error> {
     let name = preview_request_name(controller);
-    let cluster_request = names::shorten(
-        &format!("{}--{}", controller.to_lowercase(), run_local_name.to_lowercase()),
-        names::MAX_NAME_LEN,
-    );
+    let cluster_request = request_name(controller, run_local_name);
     let ar = json!({
         "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "AccessRequest",
         "metadata": {
@@ -123,7 +119,13 @@ pub async fn request_preview_access(
 
 /// The name of the preview's onboarding AccessRequest.
 pub fn preview_request_name(controller: &str) -> String {
-    names::shorten(&format!("{}--{PREVIEW}", controller.to_lowercase()), names::MAX_NAME_LEN)
+    request_name(controller, PREVIEW)
+}
+
+/// The name of an onboarding ClusterRequest or AccessRequest of
+/// `controller`: `<controller>--<local_name>`, as openmcp's library makes it.
+fn request_name(controller: &str, local_name: &str) -> String {
+    names::shorten(&format!("{}--{}", controller.to_lowercase(), local_name.to_lowercase()), names::MAX_NAME_LEN)
 }
 
 /// The local name of the preview's onboarding access.
