@@ -259,6 +259,61 @@ async fn copy_bursts_stay_within_the_instance_and_host_budgets() {
     f.stop_operator().await;
 }
 
+/// A plugin that names three new ControlPlane Namespaces on every round
+/// (here: every new `spec.version`) makes the host create at most
+/// `NAMESPACES_PER_INSTANCE` for the instance: the Namespace that would be
+/// one more is refused by name, with the ones it holds, and the host
+/// deletes none of them; a healthy neighbour stays Ready.
+#[tokio::test]
+async fn namespaces_a_plugin_names_anew_each_round_are_bounded() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use service_provider_host::reconcile::apply::NAMESPACES_PER_INSTANCE;
+    let mut f = Fixture::new(options(&["namespace-churn-1", "healthy-1"])).await;
+    source_secrets(&f).await;
+    f.start_operator_with(plugins::load(HOSTILE, Limits::default())).await;
+    f.create_kro("healthy-1", "v1").await;
+    f.create_kro("namespace-churn-1", "r0").await;
+    let namespaces: Api<Namespace> = Api::all(f.control_plane.clone());
+    let churned = || async {
+        let all = namespaces.list(&Default::default()).await.expect("Namespaces listed");
+        let mut names: Vec<String> =
+            all.items.into_iter().filter_map(|n| n.metadata.name).filter(|n| n.starts_with("churn-")).collect();
+        names.sort();
+        names
+    };
+    let message = |k: &Value| ready(k)["message"].as_str().unwrap_or_default().to_string();
+    for round in 0..4 {
+        if round > 0 {
+            f.patch_kro("namespace-churn-1", json!({"spec": {"version": format!("r{round}")}})).await;
+        }
+        // Rounds 0 and 1 create their three; round 2 the two up to the
+        // bound; round 3 none.
+        let refused = format!("churn-r{round}-{}", [3, 3, 2, 0][round]);
+        eventually(&format!("round {round} of the churn"), f.wait, || async {
+            let kro = f.kro("namespace-churn-1").await?;
+            let names = churned().await;
+            let done = if round < 2 {
+                (0..3).all(|i| names.contains(&format!("churn-r{round}-{i}")))
+            } else {
+                message(&kro).contains(&format!("creating Namespace {refused} on the control-plane cluster"))
+            };
+            done.then_some(())
+        })
+        .await;
+    }
+    let names = churned().await;
+    let kro = f.kro("namespace-churn-1").await.unwrap();
+    println!("{} Namespaces after 4 rounds of 3: {names:?}\nrefusal: {}", names.len(), message(&kro));
+    assert_eq!(names.len(), NAMESPACES_PER_INSTANCE, "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("churn-r3-")), "{names:?}");
+    assert!(message(&kro).contains("never deletes a Namespace"), "{}", message(&kro));
+    assert!(names.iter().all(|n| message(&kro).contains(n.as_str())), "the refusal names what the instance holds");
+    let healthy = f.kro("healthy-1").await.unwrap();
+    assert_eq!(ready(&healthy)["status"], "True", "the healthy neighbour stays Ready: {:#}", healthy["status"]);
+    assert!(f.operator_running());
+    f.stop_operator().await;
+}
+
 /// Token rules that give power over the ControlPlane itself
 /// (impersonation, RBAC escalation through `*`, tokens, certificate
 /// approval, the kubelet's and containers' proxies, admission, API

@@ -19,7 +19,7 @@ pub mod report;
 pub mod scope;
 pub mod validate;
 
-pub use check::{check_blocked, check_plan, check_ref, check_teardown, manifest};
+pub use check::{NAMESPACES_PER_INSTANCE, check_blocked, check_plan, check_ref, check_teardown, manifest};
 
 use crate::metrics::LabelValue;
 use crate::plugin::Error;

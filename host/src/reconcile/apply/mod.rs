@@ -16,6 +16,7 @@
 pub mod copy;
 pub(crate) mod crds;
 pub mod dry_run;
+mod namespaces;
 pub mod prune;
 mod retire;
 
@@ -37,6 +38,7 @@ use crate::plugin::plan::Manifest;
 use crate::resource::{api_resource, deleted_at_once, dynamic_api, kind_absent};
 
 pub use copy::{CopyJob, Sources};
+pub use namespaces::NAMESPACES_PER_INSTANCE;
 pub use prune::{Scope, prune};
 
 pub use crate::stores::Lookup;
@@ -121,7 +123,8 @@ pub fn decorate(object: &Value, owner: &Owner) -> Result<Value, Error> {
 
 /// Whether an existing object that is not the instance's may simply be used
 /// as it is: a Namespace is a place, not a thing to own, so the host neither
-/// adopts nor refuses one that exists (and never deletes it).
+/// adopts nor refuses one that exists, never deletes one, and creates a
+/// bounded number ([`namespaces`]).
 fn shared_place(manifest: &Manifest) -> bool {
     manifest.kind == "Namespace" && manifest.group().is_empty()
 }
@@ -250,6 +253,7 @@ pub async fn apply(
     let api = dynamic_api(client, &resource, manifest.namespace.as_deref());
     let desired = decorate(&manifest.object, owner)?;
     let place = manifest.place();
+    let cached = if shared_place(manifest) { namespaces::admit(&api, cached, manifest, owner).await? } else { cached };
     let live = match existing(&api, &manifest.name, cached, |o| Ok(o.clone()), &desired, field_manager, &place).await? {
         Existing::Created { bytes } => return Ok(Change::Written { bytes }),
         Existing::Live(live) => live,

@@ -32,6 +32,7 @@
 //! | `copy-platform-only` | copy onto the ControlPlane a registry credential its source says is for the platform only |
 //! | `copy-burst…` | copy two 700 KB sources under names that change with `spec.version` |
 //! | `copy-heavy`, `copy-twice` | copy three 700 KB sources at once, or one source twice to the platform |
+//! | `namespace-churn…` | plan three ControlPlane Namespaces under names that change with `spec.version` |
 //! | `read-foreign-release` | echo the `values` of the HelmReleases it observes in its tenant namespace (another provider's among them) into its status |
 
 use serde_json::{Map, Value, json};
@@ -255,6 +256,13 @@ impl Provider for Hostile {
                     target_name: format!("{source}-{round}"),
                     ..copy(source, Platform, tenant, Some(DOCKER))
                 }));
+            }
+            n if n.starts_with("namespace-churn") => {
+                let round = service.pointer("/spec/version").and_then(Value::as_str).unwrap_or_default();
+                for i in 0..3 {
+                    let name = format!("churn-{round}-{i}");
+                    objects.push(object(ControlPlane, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})));
+                }
             }
             "copy-heavy" => copies.extend(BURST_SOURCES.iter().map(|source| ObjectCopy {
                 target_name: format!("heavy-{source}"),

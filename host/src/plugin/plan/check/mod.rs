@@ -237,7 +237,29 @@ pub fn check_plan(
         requested(descriptor, context, &target).ok_or_else(|| not_requested(&what))?;
     }
     duplicate_copies(descriptor, &plan.copies)?;
+    namespaces(descriptor, &manifests)?;
     Ok(manifests)
+}
+
+/// The most Namespaces an instance owns on one cluster: the most one plan
+/// may name there, and the most the host creates for an instance over time
+/// (it never deletes one: `reconcile::apply::namespaces`).
+pub const NAMESPACES_PER_INSTANCE: usize = 8;
+
+/// A plan names at most [`NAMESPACES_PER_INSTANCE`] Namespaces per cluster.
+fn namespaces(descriptor: &Descriptor, manifests: &[Manifest]) -> Result<(), Error> {
+    for cluster in [Cluster::Onboarding, Cluster::Platform, Cluster::ControlPlane, Cluster::Workload] {
+        let named = manifests.iter().filter(|m| m.cluster == cluster && m.kind == "Namespace" && m.group().is_empty());
+        let count = named.count();
+        if count > NAMESPACES_PER_INSTANCE {
+            let reason = format!(
+                "it names {count} Namespaces on the {cluster} cluster, more than the {NAMESPACES_PER_INSTANCE} an \
+                 instance may own there"
+            );
+            return Err(invalid(descriptor, reason));
+        }
+    }
+    Ok(())
 }
 
 /// One source is copied at most once to each cluster: a second copy adds

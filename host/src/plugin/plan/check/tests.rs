@@ -172,6 +172,17 @@ fn a_source_is_copied_at_most_once_to_each_cluster() {
 }
 
 #[test]
+fn a_plan_names_a_bounded_number_of_namespaces_per_cluster() {
+    let namespace = |i: usize| {
+        (Cluster::ControlPlane, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("n{i}")}}))
+    };
+    check(&plan((0..NAMESPACES_PER_INSTANCE).map(namespace).collect(), vec![])).expect("at the bound");
+    let err = check(&plan((0..=NAMESPACES_PER_INSTANCE).map(namespace).collect(), vec![])).unwrap_err();
+    assert!(matches!(err, Error::InvalidPlan { .. }), "{err:?}");
+    assert!(err.to_string().contains("9 Namespaces on the control-plane cluster"), "{err}");
+}
+
+#[test]
 fn unreachable_clusters_are_refused() {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
     let err =
