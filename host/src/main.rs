@@ -433,8 +433,11 @@ struct RunArgs {
     /// budget of its own besides.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     cluster_write_mib_per_minute: u32,
-    /// Accepted for compatibility with openmcp's deployment; metrics are
-    /// served over plain HTTP (put TLS in front if needed).
+    /// Only `false` (what openmcp's operator passes): the host serves
+    /// /metrics over plain HTTP without authentication, so `true` is
+    /// refused rather than ignored. Keep the port inside the cluster
+    /// (deploy/standalone/50-networkpolicy.yaml) or put an authenticating
+    /// proxy in front.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     metrics_secure: bool,
 }
@@ -698,6 +701,12 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         }
         Command::Run(args) => {
             let _traces = args.provider.init_logging()?;
+            anyhow::ensure!(
+                !args.metrics_secure,
+                "--metrics-secure=true: the host serves /metrics over plain HTTP without authentication and does not \
+                 pretend otherwise; pass --metrics-secure=false (as openmcp's operator does) and keep the port inside the \
+                 cluster with a NetworkPolicy (deploy/standalone/50-networkpolicy.yaml) or an authenticating proxy"
+            );
             let mib = (args.cluster_write_mib_per_minute as usize) << 20;
             let host_writes = service_provider_host::reconcile::budget::Rate { per_minute: mib, burst: mib };
             let settings = Settings { host_writes, ..args.provider.settings()? };

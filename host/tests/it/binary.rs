@@ -214,6 +214,16 @@ fn failures_are_one_line_for_people() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("17 is not in 1..=16"), "{stderr}");
 
+    // Metrics over plain HTTP are not called secure: the flag is refused,
+    // not ignored.
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(["run", "--provider-name", "kro", "--plugin", "a.wasm", "--metrics-secure"])
+        .env("POD_NAMESPACE", "provider")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.starts_with("error: --metrics-secure=true: "), "{stderr}");
+
     // `render | head -c1`: the pipe closes early; no panic, no error.
     let mut child = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
         .args(["render", "--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"])

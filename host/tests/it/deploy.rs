@@ -108,9 +108,36 @@ async fn every_manifest_passes_a_strict_server_side_dry_run() {
     }
     assert!(pinned > 0, "deploy/ shows a plugin pulled by digest");
     let kinds: BTreeSet<&str> = all.iter().filter_map(|(_, d)| d["kind"].as_str()).collect();
-    for kind in ["ServiceProvider", "Deployment", "Job", "ClusterRole", "Role", "Service", "PodDisruptionBudget"] {
+    for kind in [
+        "ServiceProvider",
+        "Deployment",
+        "Job",
+        "ClusterRole",
+        "Role",
+        "Service",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+    ] {
         assert!(kinds.contains(kind), "deploy/ has a {kind}: {kinds:?}");
     }
+    // The unauthenticated endpoints stay inside the cluster: the policy
+    // selects the host's pods and opens nothing but the metrics port.
+    let of = |kind: &str| &all.iter().find(|(_, d)| d["kind"] == kind).unwrap().1;
+    let (policy, deployment) = (of("NetworkPolicy"), of("Deployment"));
+    let pod_labels = deployment["spec"]["template"]["metadata"]["labels"].as_object().unwrap();
+    let selected = policy["spec"]["podSelector"]["matchLabels"].as_object().unwrap();
+    assert!(!selected.is_empty() && selected.iter().all(|(k, v)| pod_labels.get(k) == Some(v)), "{selected:?}");
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    let ports: Vec<&Value> = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["ports"].as_array().expect("every rule names its ports"))
+        .map(|p| &p["port"])
+        .collect();
+    assert_eq!(ports, [&json!("metrics-http")], "only the metrics port is open");
+    let container_ports = &deployment["spec"]["template"]["spec"]["containers"][0]["ports"];
+    assert!(container_ports.as_array().unwrap().iter().any(|p| p["name"] == "metrics-http"), "{container_ports}");
 
     // A typo is caught: the check can fail.
     let mut broken = all.iter().find(|(_, d)| d["kind"] == "Deployment").unwrap().1.clone();
