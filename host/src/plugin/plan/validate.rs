@@ -76,6 +76,13 @@ pub fn manifest(cluster: Cluster, text: &str) -> Result<Manifest, String> {
     if annotation_bytes > MAX_ANNOTATION_BYTES {
         return Err(format!("metadata.annotations are {annotation_bytes} bytes, more than {MAX_ANNOTATION_BYTES}"));
     }
+    // Nor deeper: labels a HelmRelease's `spec.commonMetadata` or
+    // `spec.chart.metadata`, or a pod template, hands on to the objects
+    // another controller makes would make those look like the host's
+    // (watched, mapped to an instance, pruned by it).
+    if let Some(at) = host_key(&object, String::new()) {
+        return Err(format!("{at} uses the host's prefix {HOST_PREFIX}: a plugin sets it nowhere in an object"));
+    }
     Ok(Manifest {
         cluster,
         api_version: api_version.to_string(),
@@ -85,6 +92,19 @@ pub fn manifest(cluster: Cluster, text: &str) -> Result<Manifest, String> {
         namespace,
         object,
     })
+}
+
+/// Where in `value` a key starts with [`HOST_PREFIX`], as a dotted path.
+/// The depth is bounded by the parser's (128).
+fn host_key(value: &Value, at: String) -> Option<String> {
+    let dotted = |at: &str, step: &str| if at.is_empty() { step.to_string() } else { format!("{at}.{step}") };
+    match value {
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.starts_with(HOST_PREFIX) { Some(dotted(&at, k)) } else { host_key(v, dotted(&at, k)) }
+        }),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| host_key(v, format!("{at}[{i}]"))),
+        _ => None,
+    }
 }
 
 fn string<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
@@ -168,6 +188,17 @@ mod tests {
         let mut huge = base();
         huge["metadata"]["annotations"] = json!({"a": "x".repeat(300 * 1024)});
         cases.push((huge, "annotations are"));
+        let mut release = base();
+        release["spec"] =
+            json!({"commonMetadata": {"labels": {"service-provider.open-control-plane.io/instance-name": "other"}}});
+        cases.push((release, "spec.commonMetadata.labels.service-provider.open-control-plane.io/instance-name uses"));
+        let mut chart = base();
+        chart["spec"] =
+            json!({"chart": {"metadata": {"annotations": {"service-provider.open-control-plane.io/instance": "a/b"}}}});
+        cases.push((chart, "spec.chart.metadata.annotations.service-provider.open-control-plane.io/instance uses"));
+        let mut template = base();
+        template["spec"] = json!({"containers": [{"env": [{"service-provider.open-control-plane.io/x": "y"}]}]});
+        cases.push((template, "spec.containers[0].env[0].service-provider.open-control-plane.io/x uses"));
         for (object, reason) in cases {
             let err = check(object.clone()).unwrap_err();
             assert!(err.contains(reason), "{object}: {err}");
