@@ -338,9 +338,31 @@ mod tests {
                     "chartRef": {"kind": "OCIRepository", "name": "someone-elses"}}),
                 "flux-own-sources",
             ),
+            (
+                json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref,
+                    "install": {"remediation": {"retries": -1}}}),
+                "flux-bounded-work",
+            ),
+            (
+                json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref,
+                    "upgrade": {"remediation": {"retries": 1000}}}),
+                "flux-bounded-work",
+            ),
+            (
+                json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref,
+                    "upgrade": {"remediation": {"retries": "3"}}}),
+                "flux-bounded-work",
+            ),
+            (
+                json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref, "maxHistory": 0}),
+                "flux-bounded-work",
+            ),
         ] {
             assert_eq!(check(&release(bad.clone()), &plan).unwrap_err().rule, rule, "{bad}");
         }
+        let bounded = release(json!({"kubeConfig": {"secretRef": {"name": "cp-kubeconfig"}}, "chartRef": chart_ref,
+            "install": {"remediation": {"retries": 3}}, "maxHistory": 5}));
+        assert_eq!(check(&bounded, &plan), Ok(()), "kro's retries and a history within the bounds");
     }
 
     #[test]

@@ -172,7 +172,7 @@ pub(super) fn field_denial(rule: &FieldRule, object: &Value, facts: &Facts<'_>, 
         Some(reference) if rule.planned => return planned_denial(&rule.path, reference, target, facts.siblings),
         Some(field) => field,
     };
-    if let Some(why) = duration_denial(rule, field) {
+    if let Some(why) = bound_denial(rule, field) {
         return Some(why);
     }
     if rule.one_of.is_empty() {
@@ -194,12 +194,26 @@ fn shown(allowed: &[String]) -> Vec<String> {
     shown
 }
 
-/// Why a field with a duration bound (`atLeast`, `atMost`) breaks it: not
-/// a duration, or one out of bounds (an interval of `1s` would make
+/// Why a field with a bound (`atLeast`, `atMost`) breaks it: a whole
+/// number out of bounds (Helm's `retries: -1` retries for ever), not a
+/// duration, or one out of bounds (an interval of `1s` would make
 /// source-controller poll a registry every second for this instance).
-fn duration_denial(rule: &FieldRule, field: &Value) -> Option<String> {
+fn bound_denial(rule: &FieldRule, field: &Value) -> Option<String> {
     if rule.at_least.is_none() && rule.at_most.is_none() {
         return None;
+    }
+    let whole = |bound: &Option<String>| bound.as_deref().and_then(|b| b.parse::<i64>().ok());
+    let (least, most) = (whole(&rule.at_least), whole(&rule.at_most));
+    if least.is_some() || most.is_some() {
+        let shown = syntax::one_line(&field.to_string(), 40);
+        let Some(value) = field.as_i64() else {
+            return Some(format!("field {} must be a whole number (it is {shown})", rule.path));
+        };
+        return match (least, most) {
+            (Some(l), _) if value < l => Some(format!("field {} must be at least {l} (it is {value})", rule.path)),
+            (_, Some(m)) if value > m => Some(format!("field {} must be at most {m} (it is {value})", rule.path)),
+            _ => None,
+        };
     }
     let text = field.as_str().unwrap_or_default();
     let Some(value) = syntax::go_duration(text) else {

@@ -19,7 +19,11 @@
 //! - `flux-no-platform-data`: `valuesFrom`, `postBuild.substituteFrom` and
 //!   `decryption` carry the platform's Secrets to the tenant's cluster;
 //! - `flux-own-sources`: a chart or source reference to another provider's
-//!   source pulls with its credentials.
+//!   source pulls with its credentials;
+//! - `flux-bounded-work`: a HelmRelease's remediation `retries` (a negative
+//!   number retries for ever, each attempt an install or upgrade that holds
+//!   one of helm-controller's workers) and `maxHistory` (0 keeps every
+//!   release Secret on the tenant's cluster) are bounded.
 //!
 //! The built-in grant has the same conditions and more (`default.yaml`);
 //! this is the part no grant may leave out.
@@ -50,6 +54,16 @@ fn absent(path: &str) -> FieldRule {
     FieldRule { path: path.into(), absent: true, ..FieldRule::default() }
 }
 
+/// An integer field, if present, within `least..=most`.
+fn within(path: &str, least: i64, most: i64) -> FieldRule {
+    FieldRule {
+        path: path.into(),
+        at_least: Some(least.to_string()),
+        at_most: Some(most.to_string()),
+        ..FieldRule::default()
+    }
+}
+
 fn planned(path: &str) -> FieldRule {
     FieldRule { path: path.into(), planned: true, ..FieldRule::default() }
 }
@@ -58,6 +72,11 @@ fn planned(path: &str) -> FieldRule {
 fn copied(path: &str) -> FieldRule {
     must_be(path, &["{secretCopies}"], false)
 }
+
+/// The most remediation retries of a HelmRelease's install or upgrade.
+pub const MAX_HELM_RETRIES: i64 = 5;
+/// The most Helm release revisions a HelmRelease keeps (Helm's default is 10, Flux's 5).
+pub const MAX_HELM_HISTORY: i64 = 10;
 
 const HELM: &str = "helm.toolkit.fluxcd.io";
 const KUSTOMIZE: &str = "kustomize.toolkit.fluxcd.io";
@@ -108,6 +127,16 @@ static FLOOR: LazyLock<Vec<Floor>> = LazyLock::new(|| {
         ),
         floor("flux-own-sources", KUSTOMIZE, &["Kustomization"], vec![planned("/spec/sourceRef")]),
         floor("flux-own-sources", SOURCE, &["HelmChart"], vec![planned("/spec/sourceRef")]),
+        floor(
+            "flux-bounded-work",
+            HELM,
+            &["HelmRelease"],
+            vec![
+                within("/spec/install/remediation/retries", 0, MAX_HELM_RETRIES),
+                within("/spec/upgrade/remediation/retries", 0, MAX_HELM_RETRIES),
+                within("/spec/maxHistory", 1, MAX_HELM_HISTORY),
+            ],
+        ),
     ]
 });
 

@@ -159,11 +159,13 @@ pub struct FieldRule {
     pub planned: bool,
     /// If present, the field must be a duration (Go's syntax, `1m30s`) of
     /// at least this (`30s`): how often a Flux controller acts for the
-    /// instance is a cost to every tenant of that controller.
+    /// instance is a cost to every tenant of that controller. A whole
+    /// number (`"0"`) bounds an integer field instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_least: Option<String>,
     /// If present, the field must be a duration of at most this: a Helm
-    /// action's timeout holds one of helm-controller's workers.
+    /// action's timeout holds one of helm-controller's workers. A whole
+    /// number (`"5"`) bounds an integer field (Helm's retries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_most: Option<String>,
 }
@@ -381,9 +383,17 @@ impl Grant {
                         PLACEHOLDERS.join(", ")
                     ));
                 }
-                for bound in [&field.at_least, &field.at_most].into_iter().flatten() {
+                let bounds: Vec<&String> = [&field.at_least, &field.at_most].into_iter().flatten().collect();
+                let numbers = bounds.iter().filter(|b| b.parse::<i64>().is_ok()).count();
+                if numbers > 0 && numbers < bounds.len() {
+                    return Err(format!("field {}: bounds are both whole numbers or both durations", field.path));
+                }
+                for bound in bounds.into_iter().filter(|_| numbers == 0) {
                     if crate::syntax::go_duration(bound).is_none() {
-                        return Err(format!("field {}: {bound:?} is not a duration such as 30s or 1h", field.path));
+                        return Err(format!(
+                            "field {}: {bound:?} is not a duration such as 30s or 1h, nor a whole number",
+                            field.path
+                        ));
                     }
                 }
             }
@@ -499,6 +509,7 @@ mod tests {
         };
         assert!(Grant::parse(&rule("30s")).is_ok());
         assert!(Grant::parse(&rule("a while")).unwrap_err().contains("not a duration"));
+        assert!(Grant::parse(&rule("5")).is_ok(), "a whole number bounds an integer field");
     }
 
     #[test]
