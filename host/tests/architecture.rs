@@ -9,12 +9,15 @@
 //! cohesion, for the review of the change: a line limit would split by size.
 //!
 //! `floors` checks the locked versions of the sandbox's dependencies
-//! against security floors.
+//! against security floors; `release_workflow` checks that the release
+//! workflow keeps its keys away from the code that builds.
 //!
 //! Run alone with `task lint` or `cargo test -p service-provider-host --test architecture`.
 
 #[path = "architecture/floors.rs"]
 mod floors;
+#[path = "architecture/release_workflow.rs"]
+mod release_workflow;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
