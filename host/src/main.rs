@@ -415,11 +415,20 @@ struct RunArgs {
     #[arg(long, env = "PLUGIN_CANARY_GRANT", requires = "plugin_canary")]
     plugin_canary_grant: Option<PathBuf>,
     /// The canary's cohort: the service objects this label selector
-    /// matches (e.g. `rollout=canary`, `tier in (dev,test)`).
+    /// matches (e.g. `rollout=canary`, `tier in (dev,test)`). Tenants write
+    /// their objects' labels, so a tenant could move itself into or out of
+    /// the cohort (and halt the canary for all): taken only with
+    /// --canary-selector-trusted.
     #[arg(long, env = "CANARY_SELECTOR", group = "cohort", requires = "plugin_canary")]
     canary_selector: Option<String>,
+    /// Take --canary-selector although tenants write the labels it reads:
+    /// say so where an admission policy keeps them from it, or where
+    /// choosing the canary is theirs to do.
+    #[arg(long, env = "CANARY_SELECTOR_TRUSTED", requires = "canary_selector", action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
+    canary_selector_trusted: bool,
     /// The canary's cohort: this share of instances, by a stable hash of
-    /// their namespace and name (the same instances on every start).
+    /// their service object's uid (the same instances on every start; a
+    /// tenant cannot pick a name that lands in it).
     #[arg(long, env = "CANARY_PERCENT", group = "cohort", requires = "plugin_canary", value_parser = clap::value_parser!(u8).range(0..=100))]
     canary_percent: Option<u8>,
     /// How many instances of the cohort may fail by the canary (a plugin
@@ -440,6 +449,28 @@ struct RunArgs {
     /// proxy in front.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_value = "false", default_missing_value = "true")]
     metrics_secure: bool,
+}
+
+impl RunArgs {
+    /// The canary's cohort, when there is a canary.
+    fn cohort(&self) -> anyhow::Result<Option<Cohort>> {
+        if self.plugin_canary.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(match (&self.canary_selector, self.canary_percent) {
+            (Some(selector), _) if !self.canary_selector_trusted => anyhow::bail!(
+                "--canary-selector {selector:?} matches labels of the service objects, which their tenants write: a \
+                 tenant could move itself into or out of the cohort, and halt the canary for everyone; use \
+                 --canary-percent, or add --canary-selector-trusted where an admission policy keeps tenants from \
+                 these labels"
+            ),
+            (Some(selector), _) => {
+                Cohort::selector(selector).map_err(|why| anyhow::anyhow!("--canary-selector {selector:?}: {why}"))?
+            }
+            (None, Some(percent)) => Cohort::Percent(percent),
+            (None, None) => anyhow::bail!("--plugin-canary needs --canary-selector or --canary-percent"),
+        }))
+    }
 }
 
 impl ProviderArgs {
@@ -714,6 +745,8 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 metrics: server::bind_address(&args.metrics_bind_address)?,
                 health: server::bind_address(&args.health_probe_bind_address)?,
             };
+            // Checked before any plugin loads (which may pull from a registry).
+            let cohort = args.cohort()?;
             let plugin = args.provider.plugin.load().await?;
             let shadow = match &args.shadow_plugin {
                 Some(shadow) => {
@@ -727,22 +760,16 @@ async fn execute(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 }
                 None => None,
             };
-            let canary = match &args.plugin_canary {
-                Some(canary) => {
+            let canary = match (&args.plugin_canary, cohort) {
+                (Some(canary), Some(cohort)) => {
                     let grant = args.plugin_canary_grant.as_deref();
                     let ungranted = load::Ungranted::Refuse;
                     let planner =
                         args.provider.plugin.load_with(load::Role::Canary, ungranted, Some(canary), grant).await?;
-                    let cohort = match (&args.canary_selector, args.canary_percent) {
-                        (Some(selector), _) => Cohort::selector(selector)
-                            .map_err(|why| anyhow::anyhow!("--canary-selector {selector:?}: {why}"))?,
-                        (None, Some(percent)) => Cohort::Percent(percent),
-                        (None, None) => anyhow::bail!("--plugin-canary needs --canary-selector or --canary-percent"),
-                    };
                     let allowed_failures = args.canary_max_failures;
                     Some(controller::CanaryPlugin { planner, cohort, allowed_failures, halt: Default::default() })
                 }
-                None => None,
+                _ => None,
             };
             let plugins = controller::Plugins { plugin, shadow, canary };
             let metrics = Metrics::new(&settings.provider_name);

@@ -109,10 +109,13 @@ fn by_the_plugin(category: Category) -> bool {
 /// Which instances a canary reconciles.
 #[derive(Debug, Clone)]
 pub enum Cohort {
-    /// Service objects whose labels a selector matches.
+    /// Service objects whose labels a selector matches. Their tenants
+    /// write these labels: `run` takes a selector only when the platform
+    /// says it trusts them (`--canary-selector-trusted`).
     Selector(Selector),
-    /// This share of instances (0 to 100), by a stable hash of
-    /// `<namespace>/<name>`: the same instances on every start.
+    /// This share of instances (0 to 100), by a stable hash of the service
+    /// object's `uid`: the same instances on every start, and none a
+    /// tenant picks by choosing a name (the API server sets the uid).
     Percent(u8),
 }
 
@@ -135,7 +138,10 @@ impl Cohort {
         match self {
             Cohort::Selector(selector) => selector.matches(object.labels()),
             Cohort::Percent(percent) => {
-                let key = format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any());
+                // Without a uid (an object not yet stored), its place.
+                let key = object
+                    .uid()
+                    .unwrap_or_else(|| format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any()));
                 let digest = Sha256::digest(key.as_bytes());
                 let bucket = u64::from_be_bytes(digest[..8].try_into().expect("eight bytes")) % 100;
                 bucket < u64::from(*percent)
@@ -332,5 +338,18 @@ mod tests {
         assert_eq!(picked, again);
         assert!(!names.iter().any(|n| Cohort::Percent(0).contains(&object(n, json!({})))));
         assert!(names.iter().all(|n| Cohort::Percent(100).contains(&object(n, json!({})))));
+    }
+
+    #[test]
+    fn a_share_is_picked_by_uid_not_by_a_name_a_tenant_chooses() {
+        let cohort = Cohort::Percent(50);
+        let with_uid = |uid: &str| {
+            let mut o = object("same-name", json!({}));
+            o.metadata.uid = Some(uid.to_string());
+            o
+        };
+        let picked: Vec<bool> = (0..64).map(|i| cohort.contains(&with_uid(&format!("uid-{i}")))).collect();
+        assert!(picked.contains(&true) && picked.contains(&false), "one name, in and out by uid: {picked:?}");
+        assert_eq!(cohort.contains(&with_uid("uid-7")), picked[7], "stable for one uid");
     }
 }

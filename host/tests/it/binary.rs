@@ -224,6 +224,17 @@ fn failures_are_one_line_for_people() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.starts_with("error: --metrics-secure=true: "), "{stderr}");
 
+    // A canary's cohort by labels its tenants write is taken only when
+    // the platform says it trusts them.
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(["run", "--provider-name", "kro", "--plugin", "a.wasm", "--plugin-canary", "b.wasm"])
+        .args(["--canary-selector", "rollout=canary"])
+        .env("POD_NAMESPACE", "provider")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("which their tenants write"), "{stderr}");
+
     // `render | head -c1`: the pipe closes early; no panic, no error.
     let mut child = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
         .args(["render", "--object", "examples/kro.yaml", "--provider-config", "examples/providerconfig.yaml"])
