@@ -97,8 +97,22 @@ impl Effective {
         }
         Err(match first_field_denial {
             Some(reason) => Denial::new("grant-field", what, reason),
-            None => Denial::new("not-granted", what, "no write rule of the plugin grant allows it"),
+            None => Denial::new("not-granted", what, self.not_written_reason(target, tenant)),
         })
+    }
+
+    /// Why no write rule allows `target`: said so where the load check
+    /// counted the capability as covered, by a copy target (a Secret or
+    /// ConfigMap there may be copied, not written as an object).
+    fn not_written_reason(&self, target: &Target, tenant: &str) -> &'static str {
+        let copyable = target.group.is_empty() && matches!(target.kind, "Secret" | "ConfigMap");
+        let copy_target =
+            self.grant.copy.targets.iter().any(|place| place_covers(place, target.cluster, target.namespace, tenant));
+        if copyable && copy_target {
+            "no write rule of the plugin grant allows it; its copy targets let the plugin copy one here, not write one"
+        } else {
+            "no write rule of the plugin grant allows it"
+        }
     }
 
     /// Whether a copy may go to `namespace` on `cluster`.
@@ -492,6 +506,14 @@ mod tests {
         // Deletions check the rules but no fields.
         assert!(e.check_write(&facts(&context(), &[]), &RELEASE, None, "r").is_ok());
         assert!(e.check_copy_target(&context(), Cluster::ControlPlane, "kro-system", "c").is_ok());
+        // Where the load check counted a ConfigMap capability as covered by
+        // a copy target, the plan check refuses an object and says why.
+        let config_map = Target { kind: "ConfigMap", namespace: Some("kro-system"), name: "c", ..cp_namespace };
+        let denial = e.check_write(&facts(&context(), &[]), &config_map, Some(&json!({})), "c").unwrap_err();
+        assert_eq!(denial.rule, "not-granted");
+        assert!(denial.reason.contains("copy one here, not write one"), "{denial}");
+        let denial = e.check_write(&facts(&context(), &[]), &deployment, Some(&json!({})), "d").unwrap_err();
+        assert!(!denial.reason.contains("copy"), "no copy target covers a Deployment: {denial}");
         assert_eq!(e.check_copy_target(&context(), Cluster::Workload, "default", "c").unwrap_err().rule, "not-granted");
         assert_eq!(
             e.check_copy_target(&context(), Cluster::Platform, "pods", "c").unwrap_err().rule,

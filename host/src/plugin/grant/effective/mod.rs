@@ -168,7 +168,9 @@ fn covers(rule: &ObserveRule, o: &Observation) -> bool {
 /// Whether a capability is covered by the grant: by a write rule, or, for
 /// the kinds copies make (Secrets, ConfigMaps), by a copy target. A
 /// capability no rule covers is refused at load like an observation,
-/// naming it, rather than at the first plan that uses it.
+/// naming it, rather than at the first plan that uses it. One covered
+/// only by a copy target serves copies; a plan's object of it is refused
+/// with that said (`Effective::check_write`).
 fn capability_refusal(c: &Capability, grant: &Grant) -> Option<String> {
     let written = grant.write.iter().any(|rule| {
         rule.cluster == c.cluster
