@@ -64,6 +64,19 @@ async fn versions(f: &Fixture, names: &[String]) -> BTreeSet<(String, String)> {
 /// The preview, in process, with clients that refuse writes and count
 /// their requests in `metrics`.
 async fn fleet_preview(f: &Fixture, next: bool, metrics: &std::sync::Arc<Metrics>) -> FleetPreview {
+    let candidate = match next {
+        true => planner(plugins::load(KRO_NEXT, Limits::default())),
+        false => planner(plugin()),
+    };
+    preview_of(f, candidate, metrics).await.expect("the preview")
+}
+
+/// The preview of `candidate` against guest-kro, in process.
+async fn preview_of(
+    f: &Fixture,
+    candidate: service_provider_host::plugin::plan::Planner,
+    metrics: &std::sync::Arc<Metrics>,
+) -> Result<FleetPreview, service_provider_host::Error> {
     let onboarding = std::env::temp_dir().join(format!("{}.kubeconfig", unique("onboarding")));
     std::fs::write(&onboarding, f.env.onboarding.kubeconfig_yaml()).unwrap();
     let settings =
@@ -76,10 +89,6 @@ async fn fleet_preview(f: &Fixture, next: bool, metrics: &std::sync::Arc<Metrics
     )
     .await
     .unwrap();
-    let candidate = match next {
-        true => planner(plugins::load(KRO_NEXT, Limits::default())),
-        false => planner(plugin()),
-    };
     // Pages of 7: the fleet is previewed page by page.
     let options = PreviewOptions {
         selector: None,
@@ -88,9 +97,38 @@ async fn fleet_preview(f: &Fixture, next: bool, metrics: &std::sync::Arc<Metrics
         page: 7,
         tenant_clusters: true,
     };
-    preview::preview(planner(plugin()), candidate, &settings, platform, metrics.clone(), &options, |_, _| {})
-        .await
-        .expect("the preview")
+    preview::preview(planner(plugin()), candidate, &settings, platform, metrics.clone(), &options, |_, _| {}).await
+}
+
+/// A candidate whose identity its grant pins and whose grant lets it read
+/// ConfigMaps in the tenant namespace, but which observes them through the
+/// plural `secrets`: `diff` refuses it against discovery, as `run` does,
+/// before it reads anything, and the Secret planted where it looks appears
+/// nowhere.
+#[tokio::test]
+async fn a_preview_refuses_a_candidate_that_reads_secrets_through_another_kinds_plural() {
+    use k8s_openapi::api::core::v1::Secret;
+    let mut f = Fixture::new(Options { instances: vec!["thief-00".into()], flux_ready: true, workload: false }).await;
+    f.provider_config(json!([version("v0.9.1", "0.9.1")])).await;
+    f.start_operator().await;
+    f.create_kro("thief-00", "v0.9.1").await;
+    f.wait_ready("thief-00").await;
+    f.stop_operator().await;
+    let planted = "planted-secret-value";
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "tenant-credentials"}, "stringData": {"token": planted},
+    }))
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(f.platform.clone(), &f.tenant("thief-00"));
+    secrets.create(&Default::default(), &secret).await.expect("the planted Secret");
+
+    let thief = planner(plugins::load(plugins::PLURAL_THIEF, Limits::default()));
+    let metrics = Metrics::new("kro");
+    let err = preview_of(&f, thief, &metrics).await.expect_err("the thief is previewed").to_string();
+    assert!(err.contains("\"secrets\" is the plural of Secret") && err.contains("plural-of-kind"), "{err}");
+    assert!(!err.contains(planted), "{err}");
+    let lists = metrics.requests("platform", &["GET"]);
+    println!("refused after {lists} reads of the platform: {err}");
 }
 
 fn names(keys: impl IntoIterator<Item = (Action, String)>) -> Vec<(Action, String)> {

@@ -30,6 +30,8 @@ pub const MISBEHAVING: Component = Component::built("MISBEHAVING_PLUGIN_WASM", "
 pub const WORKLOAD_ECHO: Component = Component::built("WORKLOAD_ECHO_PLUGIN_WASM", "workload_echo_plugin.wasm");
 pub const HOSTILE: Component = Component::built("HOSTILE_PLUGIN_WASM", "hostile_plugin.wasm");
 pub const IMPOSTOR: Component = Component::built("IMPOSTOR_PLUGIN_WASM", "impostor_plugin.wasm");
+/// `tests/plugins/plural-thief`: a pinnable identity, ConfigMaps observed through `secrets`.
+pub const PLURAL_THIEF: Component = Component::built("PLURAL_THIEF_PLUGIN_WASM", "plural_thief_plugin.wasm");
 pub const SLEEPY_DESCRIBE: Component = Component::built("SLEEPY_DESCRIBE_PLUGIN_WASM", "sleepy_describe_plugin.wasm");
 pub const FUTURE_CONTRACT: Component = Component::built("FUTURE_CONTRACT_PLUGIN_WASM", "future_contract_plugin.wasm");
 /// The Kro plugin's next version (`tests/plugins/kro-next`): known changes, for upgrades.
@@ -163,6 +165,13 @@ pub fn grant_text_for(plugin_name: &str) -> String {
     });
     identities.push(echo);
     identities.push(kro_kinds("hostile", "hostile.test/finalizer", &[]));
+    identities.push(kro_kinds("thief", "thief.test/finalizer", &[]));
+    if plugin_name == "thief" {
+        // What a platform might well grant: ConfigMaps are not Secrets.
+        grant["observe"].as_array_mut().expect("observe rules").push(serde_json::json!({
+            "cluster": "platform", "namespaces": ["{tenant}"], "groups": [""], "kinds": ["ConfigMap"], "detail": "full",
+        }));
+    }
     if plugin_name == "echo" {
         grant["write"].as_array_mut().expect("write rules").push(serde_json::json!({
             "cluster": "workload", "namespaces": ["default"], "groups": [""], "kinds": ["ConfigMap"],
