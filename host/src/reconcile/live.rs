@@ -40,10 +40,12 @@ pub(super) async fn run(
 ) -> Result<(Outcome, Again), Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
     let instance = Instance::from_object(&raw)?;
-    let result = match (provider_config, oversized(object)) {
-        (_, Some(too_large)) => Err(too_large.into()),
-        (Some(provider_config), None) => apply_with_config(object, &raw, &instance, provider_config, ctx, plugin).await,
-        (None, None) => Err(status::missing_provider_config(plugin.descriptor(), &ctx.identity.provider_name).into()),
+    if let Some(too_large) = oversized(object) {
+        return told_too_large(ctx, object, too_large).await;
+    }
+    let result = match provider_config {
+        Some(provider_config) => apply_with_config(object, &raw, &instance, provider_config, ctx, plugin).await,
+        None => Err(status::missing_provider_config(plugin.descriptor(), &ctx.identity.provider_name).into()),
     };
     match result {
         Ok(done) => Ok(done),
@@ -67,6 +69,25 @@ pub(super) async fn run(
 fn oversized(object: &DynamicObject) -> Option<UserInput> {
     let bytes = object.metadata.annotations.as_ref()?.get(crate::stores::OVERSIZED)?.parse().ok()?;
     Some(UserInput::ServiceObjectTooLarge { bytes, limit: crate::stores::MAX_SEED_BYTES })
+}
+
+/// Step, for a service object kept trimmed: its tenant is told with a
+/// Warning Event (once per generation and
+/// [`VERIFY_INTERVAL`](super::memory::VERIFY_INTERVAL)), not in the
+/// status, whose every write stores the whole object again (a megabyte in
+/// etcd) and would spend the host-wide budget every tenant's status
+/// shares. It fails as `user-input`, for the alerts, and is looked at
+/// again as a failure only a person can fix.
+async fn told_too_large(ctx: &Shared, object: &DynamicObject, too_large: UserInput) -> Result<(Outcome, Again), Error> {
+    let key = key_of(object);
+    let error: Error = too_large.into();
+    let generation = object.metadata.generation.unwrap_or_default();
+    let told = Memo::Step { cluster: Cluster::Onboarding, what: format!("too large at generation {generation}") };
+    if !ctx.memory.is_verified(&key, &told) {
+        ctx.status.warning(object, "ServiceObjectTooLarge", &report(&error)).await;
+        ctx.memory.set_verified(&key, told);
+    }
+    Err(Error::NeedsAPerson { error: Box::new(error), retry_after: DEFAULT_POLL })
 }
 
 /// How soon an instance whose ControlPlane does not exist (yet) is looked

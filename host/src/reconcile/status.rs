@@ -499,6 +499,13 @@ impl StatusWriter {
         self.publish(object, EventType::Normal, reason.into(), note, "Rollout").await;
     }
 
+    /// A Warning Event instead of a status: where writing the status would
+    /// cost more than telling (a service object too large to read whole,
+    /// whose every status write stores the whole object again).
+    pub async fn warning(&self, object: &DynamicObject, reason: &str, note: &str) {
+        self.publish(object, EventType::Warning, reason.into(), note, "Reconcile").await;
+    }
+
     /// Events are best effort: the status carries the same message.
     async fn publish(&self, object: &DynamicObject, type_: EventType, reason: String, note: &str, action: &str) {
         let note = Some(truncate(&syntax::flat(note), MAX_NOTE));
