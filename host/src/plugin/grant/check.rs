@@ -105,10 +105,7 @@ impl Effective {
     /// counted the capability as covered, by a copy target (a Secret or
     /// ConfigMap there may be copied, not written as an object).
     fn not_written_reason(&self, target: &Target, tenant: &str) -> &'static str {
-        let copyable = target.group.is_empty() && matches!(target.kind, "Secret" | "ConfigMap");
-        let copy_target =
-            self.grant.copy.targets.iter().any(|place| place_covers(place, target.cluster, target.namespace, tenant));
-        if copyable && copy_target {
+        if super::copied_kind(target.group, target.kind) && self.copies_to(target.cluster, target.namespace, tenant) {
             "no write rule of the plugin grant allows it; its copy targets let the plugin copy one here, not write one"
         } else {
             "no write rule of the plugin grant allows it"
@@ -127,10 +124,15 @@ impl Effective {
         if let Some(refusal) = hard::copy_target(cluster, namespace, tenant) {
             return Err(Denial::hard(what, refusal));
         }
-        if !self.grant.copy.targets.iter().any(|place| place_covers(place, cluster, Some(namespace), tenant)) {
+        if !self.copies_to(cluster, Some(namespace), tenant) {
             return Err(Denial::new("not-granted", what, "no copy target of the plugin grant allows it"));
         }
         Ok(())
+    }
+
+    /// Whether a copy target of the grant covers `namespace` on `cluster`.
+    fn copies_to(&self, cluster: Cluster, namespace: Option<&str>, tenant: &str) -> bool {
+        self.grant.copy.targets.iter().any(|place| place_covers(place, cluster, namespace, tenant))
     }
 
     /// Whether the object `source` in the pod namespace may be copied.

@@ -433,6 +433,12 @@ impl ObserveRule {
     }
 }
 
+/// Whether objects of `group`/`kind` are what copies make (Secrets,
+/// ConfigMaps), which a copy target covers as well as a write rule.
+pub(crate) fn copied_kind(group: &str, kind: &str) -> bool {
+    group.is_empty() && matches!(kind, "Secret" | "ConfigMap")
+}
+
 /// Whether `item` is in `list`, with `*` matching anything.
 pub(crate) fn listed(list: &[String], item: &str) -> bool {
     list.iter().any(|l| l == "*" || l == item)

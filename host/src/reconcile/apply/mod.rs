@@ -37,8 +37,8 @@ use crate::owner::{ANNOTATION_APPLIED, ANNOTATION_INSTANCE, Owner};
 use crate::plugin::plan::Manifest;
 use crate::resource::{api_resource, deleted_at_once, dynamic_api, kind_absent};
 
+pub use crate::plugin::plan::NAMESPACES_PER_INSTANCE;
 pub use copy::{CopyJob, Sources};
-pub use namespaces::NAMESPACES_PER_INSTANCE;
 pub use prune::{Scope, prune};
 
 pub use crate::stores::Lookup;
@@ -126,7 +126,7 @@ pub fn decorate(object: &Value, owner: &Owner) -> Result<Value, Error> {
 /// adopts nor refuses one that exists, never deletes one, and creates a
 /// bounded number ([`namespaces`]).
 fn shared_place(manifest: &Manifest) -> bool {
-    manifest.kind == "Namespace" && manifest.group().is_empty()
+    manifest.is_namespace()
 }
 
 /// The `resourceVersion` that makes a server-side apply create-only. etcd

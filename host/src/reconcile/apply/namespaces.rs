@@ -11,7 +11,7 @@ use kube::api::{DynamicObject, ListParams};
 use crate::Error;
 use crate::owner::Owner;
 use crate::plugin::plan::Manifest;
-pub use crate::plugin::plan::NAMESPACES_PER_INSTANCE;
+use crate::plugin::plan::NAMESPACES_PER_INSTANCE;
 use crate::resource::LIST_PAGE;
 use crate::stores::Lookup;
 

@@ -178,8 +178,7 @@ fn capability_refusal(c: &Capability, grant: &Grant) -> Option<String> {
             && listed(&rule.kinds, &c.api.kind)
             && scope_covered(&rule.namespaces, rule.cluster_scoped, &c.scope, c.api.namespaced)
     });
-    let copied = c.api.group.is_empty()
-        && matches!(c.api.kind.as_str(), "Secret" | "ConfigMap")
+    let copied = super::copied_kind(&c.api.group, &c.api.kind)
         && grant.copy.targets.iter().any(|place| {
             place.cluster == c.cluster && scope_covered(&place.namespaces, place.cluster_scoped, &c.scope, true)
         });

@@ -249,8 +249,7 @@ pub const NAMESPACES_PER_INSTANCE: usize = 8;
 /// A plan names at most [`NAMESPACES_PER_INSTANCE`] Namespaces per cluster.
 fn namespaces(descriptor: &Descriptor, manifests: &[Manifest]) -> Result<(), Error> {
     for cluster in [Cluster::Onboarding, Cluster::Platform, Cluster::ControlPlane, Cluster::Workload] {
-        let named = manifests.iter().filter(|m| m.cluster == cluster && m.kind == "Namespace" && m.group().is_empty());
-        let count = named.count();
+        let count = manifests.iter().filter(|m| m.cluster == cluster && m.is_namespace()).count();
         if count > NAMESPACES_PER_INSTANCE {
             let reason = format!(
                 "it names {count} Namespaces on the {cluster} cluster, more than the {NAMESPACES_PER_INSTANCE} an \
