@@ -76,11 +76,11 @@ pub fn manifest(cluster: Cluster, text: &str) -> Result<Manifest, String> {
     if annotation_bytes > MAX_ANNOTATION_BYTES {
         return Err(format!("metadata.annotations are {annotation_bytes} bytes, more than {MAX_ANNOTATION_BYTES}"));
     }
-    // Nor deeper: labels a HelmRelease's `spec.commonMetadata` or
-    // `spec.chart.metadata`, or a pod template, hands on to the objects
-    // another controller makes would make those look like the host's
-    // (watched, mapped to an instance, pruned by it).
-    if let Some(at) = host_key(&object, String::new()) {
+    // Its labels and annotations, and deeper: labels a HelmRelease's
+    // `spec.commonMetadata` or `spec.chart.metadata`, or a pod template,
+    // hands on to the objects another controller makes would make those
+    // look like the host's (watched, mapped to an instance, pruned by it).
+    if let Some(at) = host_key(&object) {
         return Err(format!("{at} uses the host's prefix {HOST_PREFIX}: a plugin sets it nowhere in an object"));
     }
     Ok(Manifest {
@@ -94,17 +94,34 @@ pub fn manifest(cluster: Cluster, text: &str) -> Result<Manifest, String> {
     })
 }
 
-/// Where in `value` a key starts with [`HOST_PREFIX`], as a dotted path.
-/// The depth is bounded by the parser's (128).
-fn host_key(value: &Value, at: String) -> Option<String> {
-    let dotted = |at: &str, step: &str| if at.is_empty() { step.to_string() } else { format!("{at}.{step}") };
-    match value {
-        Value::Object(map) => map.iter().find_map(|(k, v)| {
-            if k.starts_with(HOST_PREFIX) { Some(dotted(&at, k)) } else { host_key(v, dotted(&at, k)) }
-        }),
-        Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| host_key(v, format!("{at}[{i}]"))),
-        _ => None,
+/// Where in `value` a key starts with [`HOST_PREFIX`], as a dotted path
+/// (`spec.containers[0].env`). The path is built only for the key found,
+/// not for every key on the way; the depth is bounded by the parser's (128).
+fn host_key(value: &Value) -> Option<String> {
+    /// The path's steps, innermost first.
+    fn steps(value: &Value) -> Option<Vec<String>> {
+        match value {
+            Value::Object(map) => map.iter().find_map(|(k, v)| {
+                let mut path = if k.starts_with(HOST_PREFIX) { Vec::new() } else { steps(v)? };
+                path.push(k.clone());
+                Some(path)
+            }),
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| {
+                let mut path = steps(v)?;
+                path.push(format!("[{i}]"));
+                Some(path)
+            }),
+            _ => None,
+        }
     }
+    let mut at = String::new();
+    for step in steps(value)?.into_iter().rev() {
+        if !at.is_empty() && !step.starts_with('[') {
+            at.push('.');
+        }
+        at.push_str(&step);
+    }
+    Some(at)
 }
 
 fn string<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
@@ -116,15 +133,12 @@ fn string<'a>(map: &'a Map<String, Value>, key: &str) -> Result<&'a str, String>
 }
 
 /// `metadata.<key>` is absent or an object of strings whose entries pass
-/// `ok` and do not use the host's prefix.
+/// `ok` (the host's prefix is refused anywhere, by [`host_key`]).
 fn string_map(meta: &Map<String, Value>, key: &str, ok: impl Fn(&str, &str) -> bool) -> Result<(), String> {
     let Some(value) = meta.get(key) else { return Ok(()) };
     let map = value.as_object().ok_or_else(|| format!("metadata.{key} is not an object"))?;
     for (k, v) in map {
         let v = v.as_str().ok_or_else(|| format!("metadata.{key}.{k} is not a string"))?;
-        if k.starts_with(HOST_PREFIX) {
-            return Err(format!("metadata.{key}.{k} uses the host's prefix {HOST_PREFIX}"));
-        }
         if !ok(k, v) {
             return Err(format!("metadata.{key} has an invalid entry {k:?}: {v:?}"));
         }
