@@ -81,8 +81,7 @@ fn oversized(object: &DynamicObject) -> Option<UserInput> {
 async fn told_too_large(ctx: &Shared, object: &DynamicObject, too_large: UserInput) -> Result<(Outcome, Again), Error> {
     let key = key_of(object);
     let error: Error = too_large.into();
-    let generation = object.metadata.generation.unwrap_or_default();
-    let told = Memo::Step { cluster: Cluster::Onboarding, what: format!("too large at generation {generation}") };
+    let told = Memo::ToldTooLarge { generation: object.metadata.generation.unwrap_or_default() };
     if !ctx.memory.is_verified(&key, &told) {
         ctx.status.warning(object, "ServiceObjectTooLarge", &report(&error)).await;
         ctx.memory.set_verified(&key, told);

@@ -74,6 +74,9 @@ pub enum Memo {
     Answers(Cluster),
     /// This process requested the instance's access.
     AccessRequested,
+    /// Its tenant was told that the service object, at this generation, is
+    /// too large for the host to read.
+    ToldTooLarge { generation: i64 },
 }
 
 /// Per instance: memo → (digest of what was wanted, if anything; when).
