@@ -170,6 +170,19 @@ async fn json_logs_name_the_instance_on_every_reconcile_line() {
     let _ = std::fs::remove_file(log);
 }
 
+/// The binary run with `args` (and a pod namespace): it must fail; what it
+/// said on stderr.
+fn refused(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
+        .args(args)
+        .env("POD_NAMESPACE", "provider")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+    stderr
+}
+
 /// A failing command prints one line with the cause chain, never a
 /// backtrace, whatever `RUST_BACKTRACE` says; and a reader of `render` that
 /// goes away is not an error.
@@ -206,34 +219,19 @@ fn failures_are_one_line_for_people() {
 
     // A preview's instances each hold up to a plugin's memory limit: 16
     // at once at most (64 would be 4 GiB of guest memory).
-    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
-        .args(["diff", "--provider-name", "kro", "--plugin", "a.wasm", "--concurrency", "17"])
-        .env("POD_NAMESPACE", "provider")
-        .output()
-        .expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("17 is not in 1..=16"), "{stderr}");
+    let stderr = refused(&["diff", "--provider-name", "kro", "--plugin", "a.wasm", "--concurrency", "17"]);
+    assert!(stderr.contains("17 is not in 1..=16"), "{stderr}");
 
     // Metrics over plain HTTP are not called secure: the flag is refused,
     // not ignored.
-    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
-        .args(["run", "--provider-name", "kro", "--plugin", "a.wasm", "--metrics-secure"])
-        .env("POD_NAMESPACE", "provider")
-        .output()
-        .expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.starts_with("error: --metrics-secure=true: "), "{stderr}");
+    let stderr = refused(&["run", "--provider-name", "kro", "--plugin", "a.wasm", "--metrics-secure"]);
+    assert!(stderr.starts_with("error: --metrics-secure=true: "), "{stderr}");
 
     // A canary's cohort by labels its tenants write is taken only when
     // the platform says it trusts them.
-    let out = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
-        .args(["run", "--provider-name", "kro", "--plugin", "a.wasm", "--plugin-canary", "b.wasm"])
-        .args(["--canary-selector", "rollout=canary"])
-        .env("POD_NAMESPACE", "provider")
-        .output()
-        .expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("which their tenants write"), "{stderr}");
+    let canary = ["--plugin-canary", "b.wasm", "--canary-selector", "rollout=canary"];
+    let stderr = refused(&[&["run", "--provider-name", "kro", "--plugin", "a.wasm"][..], &canary].concat());
+    assert!(stderr.contains("which their tenants write"), "{stderr}");
 
     // `render | head -c1`: the pipe closes early; no panic, no error.
     let mut child = Command::new(env!("CARGO_BIN_EXE_service-provider-host"))
