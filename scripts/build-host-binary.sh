@@ -19,8 +19,9 @@
 # (`shipped-plugins`), where build-image.sh checks what it copies.
 #
 # One argument picks the architecture: x86_64 (the default) or aarch64, both
-# `<arch>-unknown-linux-musl`; SPH_PROFILE_AARCH64 another profile for the
-# latter (CI's `production-thin`: its tests run it under emulation). aarch64 is cross-built with cargo-zigbuild
+# `<arch>-unknown-linux-musl`; SPH_PROFILE another profile for both (CI's
+# `production-thin`: its tests run the binaries for what they do, not how
+# fast). aarch64 is cross-built with cargo-zigbuild
 # (scripts/cross-toolchain.sh); its binary runs here under qemu-user-static.
 #
 # stdout carries only the `export …` line (eval it); progress goes to stderr.
@@ -39,10 +40,9 @@ case "$arch" in
   *) echo "build-host-binary: unknown architecture $arch (x86_64 or aarch64)" >&2; exit 2 ;;
 esac
 triple="$arch-unknown-linux-musl"
-# SPH_PROFILE_AARCH64 (CI: production-thin) builds the arm64 binary with
-# another profile; a release leaves it unset.
-profile=production
-[ "$arch" = x86_64 ] || profile="${SPH_PROFILE_AARCH64:-production}"
+# SPH_PROFILE (CI: production-thin) builds with another profile; a release
+# and `task bench-scale` leave it unset.
+profile="${SPH_PROFILE:-production}"
 log() { echo "build-host-binary: $*" >&2; }
 
 for tool in cargo sha256sum; do
