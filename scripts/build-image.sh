@@ -126,9 +126,12 @@ for arch in $arches; do
     precompiled="$(dirname "$binary")/precompiled"
     if [ ! -d "$precompiled" ]; then
       log "precompiling the $platform image's plugins${run:+ under ${run[0]}}"
-      rm -rf "$precompiled.tmp"
-      "${run[@]}" "$binary" precompile --plugin-cache-dir "$precompiled.tmp" "$context/plugins" >&2
-      mv "$precompiled.tmp" "$precompiled"
+      # Two checkouts may build at once (the lock above is per target
+      # directory, this cache is not): each compiles into a directory of its
+      # own, and the first to finish puts it in place.
+      scratch="$(mktemp -d "$precompiled.XXXXXX")"
+      "${run[@]}" "$binary" precompile --plugin-cache-dir "$scratch" "$context/plugins" >&2
+      mv -T "$scratch" "$precompiled" 2>/dev/null || rm -rf "$scratch"
     fi
     cp -r "$precompiled" "$context/plugins/cache"
     # The host writes its artifacts for its own user only; in the image they
