@@ -64,7 +64,7 @@ const CONCURRENCY: u16 = 8;
 /// of each is kept, but a page is read and parsed whole, and a tenant can
 /// make its object 1.5 MiB (etcd's limit). With 100 objects of 820 KB
 /// present, a start with pages of 10 raised the host's peak RSS by 59 MiB,
-/// with pages of 4 by 27 MiB (`tenant_flood.rs`).
+/// with pages of 4 by 27 MiB (`flood.rs`).
 const SERVICE_PAGE: u32 = 4;
 
 /// The kinds the plugin may copy: Secrets always, ConfigMaps when it asks

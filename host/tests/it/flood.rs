@@ -209,7 +209,7 @@ async fn megabyte_service_objects_cost_the_host_little() {
     // Forty: what a page costs is the same for a hundred, which kept the
     // shared API servers too busy for the tests beside this one.
     // `SERVICE_FLOOD_OBJECTS=480` measures the figure of the issue (alone:
-    // `… tenant_flood::megabyte --nocapture`).
+    // `… flood::megabyte --nocapture`).
     let objects: usize = std::env::var("SERVICE_FLOOD_OBJECTS").ok().and_then(|n| n.parse().ok()).unwrap_or(40);
     const LABELS: usize = 1_400;
     const GROWTH_KIB: u64 = 32 << 10;
