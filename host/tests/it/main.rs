@@ -8,7 +8,7 @@
 //! Flux controllers act on every namespace of the shared platform cluster,
 //! so the Flux simulator of these tests must not run next to them).
 //!
-//! libtest starts the tests in the order of their paths, four at a time:
+//! libtest starts the tests in the order of their paths, six at a time:
 //! the longest chain (`flood`'s two tests, one after the other) is named to
 //! start mid-run, not last, where it alone would set the run's length.
 
