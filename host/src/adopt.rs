@@ -17,6 +17,7 @@
 use kube::api::ObjectMeta;
 use serde_json::Value;
 
+use crate::keys::InstanceKey;
 use crate::owner::Owner;
 
 /// An object another provider wrote that the host took over or retired:
@@ -90,7 +91,7 @@ impl Adoption {
     /// Without the opt-in, the refusal names the flag that would take the
     /// object over.
     pub fn take_over(&self, meta: &ObjectMeta, owner: &Owner) -> Result<String, Refusal> {
-        if let Some((namespace, name)) = Owner::of(meta, &owner.provider) {
+        if let Some(InstanceKey { namespace, name }) = Owner::of(meta, &owner.provider) {
             return Err(Refusal::OtherInstance { namespace, name });
         }
         self.consent(meta)

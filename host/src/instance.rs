@@ -3,8 +3,8 @@
 //! namespace scope of the contract resolves to for it.
 //!
 //! Shared by the stages that need an instance's identity (gather, plan,
-//! apply, reconcile, render); it depends only on the error type and the
-//! owner labels.
+//! apply, reconcile, render); it depends only on the error type, the
+//! instance key and the owner labels.
 
 use kube::Client;
 use serde_json::Value;
@@ -12,11 +12,8 @@ use service_provider_sdk::contract::Cluster;
 use service_provider_sdk::names;
 
 use crate::error::{Error, UserInput};
+use crate::keys::InstanceKey;
 use crate::owner::Owner;
-
-/// `(namespace, name)` of a service object: how the host keys what it
-/// remembers per instance.
-pub type InstanceKey = (String, String);
 
 /// The identity of one service object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +41,10 @@ impl Instance {
     /// belongs to (same name and namespace).
     pub fn tenant_namespace(&self) -> String {
         names::tenant_namespace(&self.name, &self.namespace).expect("name is non-empty")
+    }
+
+    pub fn key(&self) -> InstanceKey {
+        InstanceKey::new(&self.namespace, &self.name)
     }
 
     /// The owner labels of everything the host writes for this instance.

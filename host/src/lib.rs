@@ -29,6 +29,7 @@
 //! [`clusters`] builds and caches clients, the watches'
 //! stores, [`render`] runs the data path on files; [`error`], [`resource`]
 //! (Kubernetes plumbing), [`instance`] (an instance and its reach),
+//! [`keys`] (how the host names an instance it keeps something for),
 //! [`owner`] and [`syntax`] (what Kubernetes accepts as a name: the rule
 //! every string meets before it reaches a URL), [`metrics`], [`logging`],
 //! [`telemetry`] (traces).
@@ -45,6 +46,7 @@ pub mod clusters;
 pub mod controller;
 pub mod error;
 mod instance;
+mod keys;
 pub mod logging;
 pub mod metrics;
 pub mod owner;

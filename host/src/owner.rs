@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use kube::api::ObjectMeta;
 use service_provider_sdk::names;
 
+use crate::keys::InstanceKey;
+
 pub const LABEL_PROVIDER: &str = "service-provider.open-control-plane.io/provider";
 pub const LABEL_INSTANCE_NAME: &str = "service-provider.open-control-plane.io/instance-name";
 pub const LABEL_INSTANCE_NAMESPACE: &str = "service-provider.open-control-plane.io/instance-namespace";
@@ -64,9 +66,9 @@ impl Owner {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// The owning instance `(namespace, name)` of an object of this
-    /// provider, from the exact annotation or else the labels.
-    pub fn of(meta: &ObjectMeta, provider: &str) -> Option<(String, String)> {
+    /// The owning instance of an object of this provider, from the exact
+    /// annotation or else the labels.
+    pub fn of(meta: &ObjectMeta, provider: &str) -> Option<InstanceKey> {
         let labels = meta.labels.as_ref()?;
         if labels.get(LABEL_PROVIDER)? != &names::label_value(provider) {
             return None;
@@ -74,14 +76,14 @@ impl Owner {
         if let Some((ns, name)) =
             meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION_INSTANCE)).and_then(|v| v.split_once('/'))
         {
-            return Some((ns.to_string(), name.to_string()));
+            return Some(InstanceKey::new(ns, name));
         }
-        Some((labels.get(LABEL_INSTANCE_NAMESPACE)?.clone(), labels.get(LABEL_INSTANCE_NAME)?.clone()))
+        Some(InstanceKey::new(labels.get(LABEL_INSTANCE_NAMESPACE)?, labels.get(LABEL_INSTANCE_NAME)?))
     }
 
     /// Whether this instance owns the object with these metadata.
     pub fn owns(&self, meta: &ObjectMeta) -> bool {
-        Owner::of(meta, &self.provider).is_some_and(|(ns, name)| ns == self.namespace && name == self.name)
+        Owner::of(meta, &self.provider).is_some_and(|key| key.namespace == self.namespace && key.name == self.name)
     }
 }
 
@@ -104,7 +106,7 @@ mod tests {
     #[test]
     fn owners_are_read_back_from_labels_and_annotations() {
         let m = meta(owner().labels(), Some("default/mcp-01"));
-        assert_eq!(Owner::of(&m, "kro"), Some(("default".into(), "mcp-01".into())));
+        assert_eq!(Owner::of(&m, "kro"), Some(InstanceKey::new("default", "mcp-01")));
         assert_eq!(Owner::of(&m, "flux"), None);
         assert!(owner().owns(&m));
         let other = Owner { name: "mcp-02".into(), ..owner() };

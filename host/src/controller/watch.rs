@@ -39,6 +39,7 @@ use tracing::{debug, info, warn};
 
 use crate::Error;
 use crate::clusters;
+use crate::keys::InstanceKey;
 use crate::owner::{LABEL_COPY_OF, Owner};
 use crate::reconcile::access;
 use crate::reconcile::shared::Loaded;
@@ -117,24 +118,19 @@ fn requesting<I: IntoIterator<Item = ObjectRef<Packed>>>(
     }
 }
 
-/// The work queue's key of an instance.
-fn key_of<K: reflector::Lookup>(r: &ObjectRef<K>) -> (String, String) {
-    (r.namespace.clone().unwrap_or_default(), r.name.clone())
+/// The work queue's key of an instance the controller asks for.
+fn key_of<K: reflector::Lookup>(r: &ObjectRef<K>) -> InstanceKey {
+    InstanceKey::new(r.namespace.clone().unwrap_or_default(), r.name.clone())
 }
 
-/// The work queue's key of a stored service object.
-fn stored_key(object: &Packed) -> (String, String) {
-    (object.namespace().unwrap_or_default().to_string(), object.name_any())
-}
-
-fn instance_ref(plugin: &Loaded, namespace: &str, name: &str) -> ObjectRef<Packed> {
-    ObjectRef::new_with(name, plugin.service.clone()).within(namespace)
+fn instance_ref(plugin: &Loaded, key: &InstanceKey) -> ObjectRef<Packed> {
+    ObjectRef::new_with(&key.name, plugin.service.clone()).within(&key.namespace)
 }
 
 /// The instance an object of the provider's belongs to, by its owner labels.
 fn owner_of(plugin: &Loaded, provider_name: &str, object: &Packed) -> Option<ObjectRef<Packed>> {
     let meta = object.full_metadata().ok()?;
-    Owner::of(&meta, provider_name).map(|(ns, name)| instance_ref(plugin, &ns, &name))
+    Owner::of(&meta, provider_name).map(|key| instance_ref(plugin, &key))
 }
 
 /// The stream of objects a watch sees.
@@ -212,7 +208,9 @@ pub async fn run_until(
     let evict = tokio::spawn(evict_idle(ctx.clone()));
     // Every instance in the store, as the controller asks for it.
     let (c, store) = (ctx.clone(), primary_store.clone());
-    let all = all.inspect(move |()| store.state().iter().for_each(|o| c.metrics.workqueue.requested(stored_key(o))));
+    let all = all.inspect(move |()| {
+        store.state().iter().for_each(|o| c.metrics.workqueue.requested(InstanceKey::of(o.as_ref())))
+    });
     let queue = ctx.metrics.workqueue.clone();
     controller
         .reconcile_all_on(all)
@@ -263,7 +261,7 @@ fn watch_service_objects(ctx: &Arc<Shared>) -> (Watched, Wired) {
     let queue = ctx.metrics.workqueue.clone();
     let objects = objects
         .predicate_filter(service_object_changed, PredicateConfig::default())
-        .inspect_ok(move |object| queue.requested(stored_key(object)))
+        .inspect_ok(move |object| queue.requested(InstanceKey::of(object)))
         .boxed();
     // The service objects are listed (and reconciles start) only once every
     // other watch has listed: reconciles read from those stores, and a read
@@ -322,7 +320,7 @@ fn watch_access_requests(controller: Wired, ctx: &Arc<Shared>, stores: &mut Stor
             let labels = ar.full_metadata().ok()?.labels?;
             let name = labels.get(access::LABEL_ONBOARDING_NAME)?;
             let namespace = labels.get(access::LABEL_ONBOARDING_NAMESPACE)?;
-            Some(instance_ref(&c.plugin, namespace, name))
+            Some(instance_ref(&c.plugin, &InstanceKey::new(namespace, name)))
         }),
         access::access_request_resource(),
     )
@@ -344,7 +342,7 @@ fn watch_sources_and_copies(mut controller: Wired, ctx: &Arc<Shared>, stores: &m
             objects,
             requesting(ctx, move |o: Packed| {
                 let users = c.memory.users_of_source(&source_kind, &o.name_any());
-                users.into_iter().map(|(ns, name)| instance_ref(&c.plugin, &ns, &name)).collect::<Vec<_>>()
+                users.into_iter().map(|user| instance_ref(&c.plugin, &user)).collect::<Vec<_>>()
             }),
             kind.clone(),
         );
@@ -369,9 +367,10 @@ fn wake_on_blockers(controller: Wired, ctx: &Arc<Shared>) -> Wired {
     let (blocker_changed, blocked) = futures::channel::mpsc::unbounded();
     ctx.watches.blockers.set_wake(Some(blocker_changed));
     let c = ctx.clone();
-    controller.reconcile_on(blocked.map(move |(ns, name): (String, String)| {
-        c.metrics.workqueue.requested((ns.clone(), name.clone()));
-        instance_ref(&c.plugin, &ns, &name)
+    controller.reconcile_on(blocked.map(move |key: InstanceKey| {
+        let request = instance_ref(&c.plugin, &key);
+        c.metrics.workqueue.requested(key);
+        request
     }))
 }
 

@@ -35,9 +35,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::registered;
-
-/// An object in the queue: namespace and name.
-pub type Key = (String, String);
+use crate::keys::InstanceKey;
 
 /// controller-runtime's reconcile-time buckets.
 const RECONCILE_BUCKETS: [f64; 40] = [
@@ -97,9 +95,9 @@ struct Config {
 #[derive(Default)]
 struct Queue {
     /// Objects with a request, and when it is due (debounce included).
-    due: HashMap<Key, Instant>,
+    due: HashMap<InstanceKey, Instant>,
     /// Objects being reconciled, and since when.
-    running: HashMap<Key, Instant>,
+    running: HashMap<InstanceKey, Instant>,
 }
 
 pub struct Workqueue {
@@ -225,20 +223,20 @@ impl Workqueue {
     }
 
     /// A watch asked for `key` now.
-    pub fn requested(&self, key: Key) {
+    pub fn requested(&self, key: InstanceKey) {
         self.request(key, Instant::now());
     }
 
     /// A reconcile (or, with `retry`, the error policy after a failure)
     /// asked for `key` again after `after`.
-    pub fn requeued(&self, key: Key, after: Duration, retry: bool) {
+    pub fn requeued(&self, key: InstanceKey, after: Duration, retry: bool) {
         if retry && let Some(config) = self.config.get() {
             self.retries.get_or_create(&Self::queue_labels(config)).inc();
         }
         self.request(key, Instant::now() + after);
     }
 
-    fn request(&self, key: Key, at: Instant) {
+    fn request(&self, key: InstanceKey, at: Instant) {
         let added = self.with_queue(|config, queue| {
             let next = at + config.debounce;
             match queue.due.get_mut(&key) {
@@ -261,7 +259,7 @@ impl Workqueue {
     }
 
     /// The runner started reconciling `key`.
-    pub fn started(&self, key: Key) {
+    pub fn started(&self, key: InstanceKey) {
         let now = Instant::now();
         let waited = self.with_queue(|_, queue| {
             let due = queue.due.remove(&key);
@@ -275,7 +273,7 @@ impl Workqueue {
 
     /// The reconcile of `key` returned; `panicked` if it panicked (an
     /// error too).
-    pub fn finished(&self, key: &Key, ended: Ended, panicked: bool) {
+    pub fn finished(&self, key: &InstanceKey, ended: Ended, panicked: bool) {
         let now = Instant::now();
         let Some(Some(since)) = self.with_queue(|_, queue| queue.running.remove(key)) else { return };
         let config = self.config.get().expect("set when started");
@@ -294,7 +292,7 @@ impl Workqueue {
 
     /// `key` was gone from the store when its turn came: the controller
     /// dropped its request.
-    pub fn dropped(&self, key: &Key) {
+    pub fn dropped(&self, key: &InstanceKey) {
         self.with_queue(|_, queue| queue.due.remove(key));
     }
 
@@ -392,8 +390,8 @@ fn write(
 mod tests {
     use super::*;
 
-    fn key(name: &str) -> Key {
-        ("ns".to_string(), name.to_string())
+    fn key(name: &str) -> InstanceKey {
+        InstanceKey::new("ns", name)
     }
 
     fn queue() -> (Registry, std::sync::Arc<Workqueue>) {

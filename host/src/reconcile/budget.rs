@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use service_provider_sdk::contract::Cluster;
 
-use crate::instance::InstanceKey;
+use crate::keys::InstanceKey;
 use crate::metrics::LabelValue;
 
 /// A bound the host holds an instance to (the `limited` metric's label).
@@ -299,7 +299,7 @@ mod tests {
     use super::*;
 
     fn key() -> InstanceKey {
-        ("ns".into(), "a".into())
+        InstanceKey::new("ns", "a")
     }
 
     #[test]
@@ -315,7 +315,7 @@ mod tests {
         assert!((29..=31).contains(&wait.as_secs()), "{wait:?}");
         assert_eq!(budgets.wait_at(&key(), Cluster::Platform, t0 + wait + Duration::from_millis(10)), None);
         assert_eq!(budgets.wait_at(&key(), Cluster::Onboarding, t0), None, "per cluster");
-        assert_eq!(budgets.wait_at(&("ns".into(), "b".into()), Cluster::Platform, t0), None, "per instance");
+        assert_eq!(budgets.wait_at(&InstanceKey::new("ns", "b"), Cluster::Platform, t0), None, "per instance");
     }
 
     #[test]
@@ -345,7 +345,7 @@ mod tests {
         let host = Rate { per_minute: 2 << 20, burst: 2 << 20 };
         let budgets = Budgets::new(host);
         let t0 = Instant::now();
-        let instance = |i: usize| -> InstanceKey { ("ns".into(), format!("i{i}")) };
+        let instance = |i: usize| -> InstanceKey { InstanceKey::new("ns", format!("i{i}")) };
         // Three instances of 900 KB each: each within its own budget,
         // together over the host's.
         for i in 0..3 {

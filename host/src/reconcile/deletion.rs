@@ -18,11 +18,12 @@ use super::apply;
 use super::memory::Memo;
 use super::reach::{Connected, check_kinds, current_request, instance_access, remaining_access};
 use super::shared::{Clusters, Identity};
-use super::{InstanceKey, Shared, WAIT, key_of, not_yet};
+use super::{Shared, WAIT, not_yet};
 use super::{gather, status};
 use crate::clusters::ClientCache;
 use crate::error::report;
 use crate::instance::{Instance, Reach};
+use crate::keys::InstanceKey;
 use crate::owner::Owner;
 use crate::plugin::plan::scope::scope_namespace;
 use crate::plugin::plan::{self, Inventory};
@@ -60,7 +61,7 @@ async fn cleanup_steps(
     provider_config: Option<&Value>,
     ctx: &Shared,
 ) -> Result<(), Error> {
-    let key = key_of(object);
+    let key = InstanceKey::of(object);
     let tenant = instance.tenant_namespace();
     let held = hold_access(ctx, object, &key, instance, &tenant).await?;
     let reach = held.reach(&ctx.clusters);

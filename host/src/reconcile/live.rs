@@ -19,11 +19,12 @@ use super::reach::{Obtained, check_kinds, client_for, instance_access, obtain};
 use super::rollout;
 use super::shared::Loaded;
 use super::status::{self, StatusWriter};
-use super::{Again, DEFAULT_POLL, InstanceKey, Outcome, Shared, WAIT, key_of};
+use super::{Again, DEFAULT_POLL, Outcome, Shared, WAIT};
 use crate::Error;
 use crate::adopt::Predecessor;
 use crate::error::{UserInput, report};
 use crate::instance::{Instance, Reach};
+use crate::keys::InstanceKey;
 use crate::metrics::Metrics;
 use crate::plugin::plan::{self, CheckedPlan, Manifest, Step};
 use crate::stores::{Lookup, Stores};
@@ -79,7 +80,7 @@ fn oversized(object: &DynamicObject) -> Option<UserInput> {
 /// shares. It fails as `user-input`, for the alerts, and is looked at
 /// again as a failure only a person can fix.
 async fn told_too_large(ctx: &Shared, object: &DynamicObject, too_large: UserInput) -> Result<(Outcome, Again), Error> {
-    let key = key_of(object);
+    let key = InstanceKey::of(object);
     let error: Error = too_large.into();
     let told = Memo::ToldTooLarge { generation: object.metadata.generation.unwrap_or_default() };
     if !ctx.memory.is_verified(&key, &told) {
@@ -122,7 +123,7 @@ async fn apply_with_config(
     ctx: &Shared,
     plugin: &Loaded,
 ) -> Result<(Outcome, Again), Error> {
-    let key = key_of(object);
+    let key = InstanceKey::of(object);
     let Some(kubeconfigs) = obtain_access(ctx, plugin, object, &key, instance).await? else {
         return Ok((Outcome::Waiting, Again::After(WAIT)));
     };
@@ -425,7 +426,7 @@ async fn write(
         provider_config: Some(provider_config),
         reserved: &ctx.identity.reserved_secrets,
     };
-    let key = key_of_instance(instance);
+    let key = instance.key();
     let mut writes = install_crds(ctx, plugin, &key, reach).await?;
     let mut adopted = Vec::new();
     let stores = ctx.watches.stores();
@@ -549,10 +550,6 @@ fn unwatched(stores: &Stores, pod_namespace: &str, step: &Step<'_>) -> Option<(M
     }
 }
 
-fn key_of_instance(instance: &Instance) -> InstanceKey {
-    (instance.namespace.clone(), instance.name.clone())
-}
-
 /// Deletes what the instance owns but the plan no longer asks for, when
 /// the plan's inventory changed since the last prune.
 async fn prune(
@@ -562,7 +559,7 @@ async fn prune(
     context: &service_provider_sdk::contract::Context,
     plan: &CheckedPlan,
 ) -> Result<usize, Error> {
-    let key = (instance.namespace.clone(), instance.name.clone());
+    let key = instance.key();
     let inventory = plan.inventory();
     if !ctx.memory.inventory_changed(&key, &inventory) {
         return Ok(0);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use service_provider_sdk::contract::Cluster;
 
-use crate::instance::InstanceKey;
+use crate::keys::InstanceKey;
 use crate::plugin::plan::Inventory;
 use crate::reconcile::budget::Budgets;
 
@@ -251,7 +251,7 @@ mod tests {
     use crate::plugin::plan::ObjectKey;
 
     fn key(name: &str) -> InstanceKey {
-        ("ns".into(), name.into())
+        InstanceKey::new("ns", name)
     }
 
     #[test]

@@ -52,10 +52,9 @@ use tracing::{debug, info, instrument, warn};
 
 pub use shared::Shared;
 
-pub use crate::instance::InstanceKey;
-
 use crate::Error;
 use crate::error::report;
+use crate::keys::InstanceKey;
 use crate::metrics::LabelValue;
 use crate::stores::Lookup;
 
@@ -128,10 +127,6 @@ impl LabelValue for Ended {
     }
 }
 
-fn key_of(object: &impl Resource) -> InstanceKey {
-    (object.namespace().unwrap_or_default(), object.name_any())
-}
-
 /// Entry point for the controller: one span per reconcile, so every log
 /// line of it names the instance, and the root of its trace
 /// ([`crate::telemetry`]) with the plugin's digest and the outcome.
@@ -143,7 +138,7 @@ fn key_of(object: &impl Resource) -> InstanceKey {
 ))]
 pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<Shared>) -> Result<Action, Error> {
     let started = Instant::now();
-    let key = key_of(object.as_ref());
+    let key = InstanceKey::of(object.as_ref());
     ctx.metrics.workqueue.started(key.clone());
     // The plugin, or a canary for an instance of its cohort.
     let plugin = ctx.rollout.plugin_for(&ctx.plugin, &object);
@@ -198,7 +193,7 @@ fn record_in_the_queue(ctx: &Shared, key: InstanceKey, result: &Result<(Outcome,
 /// a failure only a person can fix comes back as it says (every minute);
 /// the others back off exponentially per instance, 1 s up to 256 s.
 pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Shared>) -> Action {
-    let key = key_of(object.as_ref());
+    let key = InstanceKey::of(object.as_ref());
     let (after, retry) = retry_after(&key, error, &ctx);
     ctx.metrics.workqueue.requeued(key, after, retry);
     Action::requeue(after)
@@ -210,7 +205,7 @@ fn retry_after(key: &InstanceKey, error: &Error, ctx: &Shared) -> (Duration, boo
     if let Some(after) = error.not_yet() {
         return (after, false);
     }
-    let instance = format!("{}/{}", key.0, key.1);
+    let instance = key.to_string();
     if let Some(after) = error.needs_a_person() {
         info!(%instance, category = error.category().label(), error = %report(error), retry_in = ?after, "reconcile waits for a person");
         return (after, true);
@@ -275,7 +270,7 @@ async fn reconcile_instance(
     let object = if operation(&object) == Some(OPERATION_RECONCILE) {
         info!("reconcile requested by annotation");
         // A full look: nothing verified earlier is trusted.
-        ctx.memory.unverify(&key_of(object.as_ref()));
+        ctx.memory.unverify(&InstanceKey::of(object.as_ref()));
         Arc::new(consume_reconcile_annotation(&api, &name).await?)
     } else {
         object

@@ -22,15 +22,16 @@ use serde::Serialize;
 use serde_json::Value;
 use service_provider_sdk::contract::{Cluster, KubeconfigRef, PolicyRule};
 
+use super::Shared;
 use super::access::{self, Answer as AccessAnswer, Target};
 use super::apply::dry_run::{Compared, Forbidden, WouldApply, would_apply};
 use super::live::{Kubeconfigs, connect, observe};
 use super::reach::{check_kinds, current_request, instance_access};
 use super::shared::Loaded;
-use super::{Shared, key_of};
 use crate::Error;
 use crate::error::report;
 use crate::instance::{Instance, Reach};
+use crate::keys::InstanceKey;
 use crate::plugin::grant::delta;
 use crate::plugin::plan::compare::{self, Answer, FieldChange, StatusChange};
 use crate::plugin::plan::{self, CheckedPlan, ObjectKey};
@@ -155,8 +156,7 @@ pub struct Fleet<'a> {
 /// Previews one instance; never fails: what could not be previewed is the
 /// instance's verdict, with why.
 pub async fn preview(ctx: &Shared, candidate: &Loaded, object: &DynamicObject, fleet: &Fleet<'_>) -> InstancePreview {
-    let (namespace, name) = key_of(object);
-    let label = format!("{namespace}/{name}");
+    let label = InstanceKey::of(object).to_string();
     if object.metadata.deletion_timestamp.is_some() {
         return InstancePreview::new(label, Verdict::Skipped, Some("being deleted".into()));
     }
@@ -176,7 +176,7 @@ async fn previewed(
 ) -> Result<InstancePreview, Error> {
     let raw = serde_json::to_value(object).map_err(|e| Error::json("reading the service object", e))?;
     let instance = Instance::from_object(&raw)?;
-    let key = key_of(object);
+    let key = InstanceKey::of(object);
     let tenant = instance.tenant_namespace();
     // Step: the access already granted (a preview requests none).
     let control_plane = granted(ctx, &instance, &tenant, Target::ControlPlane).await?;

@@ -6,14 +6,15 @@ use kube::Client;
 use service_provider_sdk::contract::{Cluster, KubeconfigRef};
 use tracing::warn;
 
+use super::Shared;
 use super::access::{self, Answer, InstanceAccess, Target};
 use super::memory::{Memo, Memory};
 use super::shared::{Clusters, Loaded};
-use super::{InstanceKey, Shared};
 use crate::adopt::Predecessor;
 use crate::clusters::kinds;
 use crate::error::{AccessFailure, Error};
 use crate::instance::Instance;
+use crate::keys::InstanceKey;
 use crate::stores::Lookup;
 
 /// The request for one of the instance's clusters.

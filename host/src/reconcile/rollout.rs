@@ -38,7 +38,7 @@ use super::memory::Memory;
 use super::status::StatusWriter;
 use crate::Error;
 use crate::error::{Category, report};
-use crate::instance::InstanceKey;
+use crate::keys::InstanceKey;
 use crate::metrics::Metrics;
 use crate::plugin::plan::compare::{self, Answer};
 use crate::plugin::plan::{self, CheckedPlan, Planner};
@@ -92,7 +92,7 @@ impl Rollout {
         if !std::ptr::eq(used, &canary.plugin) || !by_the_plugin(error.category()) {
             return;
         }
-        let key = (object.namespace().unwrap_or_default(), object.name_any());
+        let key = InstanceKey::of(object);
         let Some(why) = canary.failed(key, error) else { return };
         let digest = canary.plugin.planner.plugin.digest();
         error!(canary = digest, reason = %why, "halted the canary plugin: its cohort is reconciled with the plugin again");
@@ -139,9 +139,7 @@ impl Cohort {
             Cohort::Selector(selector) => selector.matches(object.labels()),
             Cohort::Percent(percent) => {
                 // Without a uid (an object not yet stored), its place.
-                let key = object
-                    .uid()
-                    .unwrap_or_else(|| format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any()));
+                let key = object.uid().unwrap_or_else(|| InstanceKey::of(object).to_string());
                 let digest = Sha256::digest(key.as_bytes());
                 let bucket = u64::from_be_bytes(digest[..8].try_into().expect("eight bytes")) % 100;
                 bucket < u64::from(*percent)
@@ -241,7 +239,7 @@ impl Canary {
     /// this failure halts it.
     fn failed(&self, key: InstanceKey, error: &Error) -> Option<String> {
         let said = syntax::one_line(&report(error), 300);
-        let instance = format!("{}/{}", key.0, key.1);
+        let instance = key.to_string();
         let mut state = self.halted.0.lock().expect("not poisoned");
         let HaltState { failed, why: halted } = &mut *state;
         failed.insert(key, said.clone());

@@ -19,14 +19,14 @@ use std::time::Duration;
 
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use service_provider_sdk::contract::{Condition, ConditionStatus, Descriptor, ResourceStatus, ServiceStatus};
 use tracing::warn;
 
 use crate::error::UserInput;
-use crate::instance::InstanceKey;
+use crate::keys::InstanceKey;
 use crate::metrics::Metrics;
 use crate::plugin::plan::report::{CONDITION_LIMITED, MAX_CONDITIONS};
 use crate::reconcile::budget::{self, Budgets, Limit};
@@ -446,7 +446,7 @@ impl StatusWriter {
         if current.as_ref() == Some(&next) {
             return Ok(Wrote::Unchanged);
         }
-        let key = (object.namespace().unwrap_or_default(), object.name_any());
+        let key = InstanceKey::of(object);
         if let Some(current) = &current
             && only_messages_differ(current, &next)
             && let Some(wait) = self
@@ -462,7 +462,7 @@ impl StatusWriter {
             self.metrics.limited(Limit::WriteRate);
             return Ok(Wrote::Held(wait));
         }
-        let (namespace, name) = (&key.0, &key.1);
+        let (namespace, name) = (&key.namespace, &key.name);
         let api: Api<DynamicObject> = Api::namespaced_with(self.onboarding.clone(), namespace, &self.service);
         match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": next}))).await {
             Ok(written) => {
@@ -513,7 +513,7 @@ impl StatusWriter {
         let recorder = Recorder::new(self.onboarding.clone(), self.reporter.clone());
         match recorder.publish(&event, &object.object_ref(&self.service)).await {
             Ok(()) => {
-                let key = (object.namespace().unwrap_or_default(), object.name_any());
+                let key = InstanceKey::of(object);
                 let cluster = service_provider_sdk::contract::Cluster::Onboarding;
                 self.budgets.spend(&key, cluster, budget::EVENT_BYTES);
                 self.metrics.written("onboarding", budget::EVENT_BYTES);

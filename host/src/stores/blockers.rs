@@ -55,7 +55,7 @@ use super::trimmed::{Keep, Kept};
 use super::{Packed, pack_event};
 use follow::follow;
 
-use crate::instance::InstanceKey;
+use crate::keys::InstanceKey;
 
 /// How many objects a page of a blocker watch's list asks for: a page of
 /// objects as large as an API server stores (about 1.5 MiB each) fits the

@@ -12,7 +12,7 @@ use kube::runtime::watcher;
 use tracing::{debug, warn};
 
 use super::Health;
-use crate::instance::InstanceKey;
+use crate::keys::InstanceKey;
 use crate::stores::Packed;
 
 /// The bytes of a store's objects, kept up to date event by event (no sum

@@ -27,7 +27,7 @@ async fn run(events: Events, max_bytes: usize) -> (Store<Packed>, Arc<Health>, V
     let store = writer.as_reader();
     let health = Arc::new(Health::new(store.clone()));
     let (wake, woken) = futures::channel::mpsc::unbounded();
-    let instance = ("default".to_string(), "mcp-01".to_string());
+    let instance = InstanceKey::new("default", "mcp-01");
     let events = stream::iter(events).chain(stream::pending()).reflect(writer);
     let watching = follow(events, health.clone(), Some(wake), instance, max_bytes);
     let _ = tokio::time::timeout(Duration::from_millis(200), watching).await;
