@@ -91,19 +91,35 @@ async fn cleanup_steps(
 }
 
 /// One tenant cluster's access as deletion finds it.
-struct Held<'a> {
+struct ClusterHold<'a> {
     cluster: Cluster,
     request: InstanceAccess<'a>,
     /// The AccessRequest as last seen.
     known: Lookup,
-    /// The kubeconfig and a client, while granted and answering.
-    access: Option<Connected>,
-    /// The cluster stopped answering past the grace (see [`answering`]).
-    lost: bool,
+    contact: Contact,
+}
+
+/// Whether deletion can act on a tenant cluster (see [`answering`]).
+enum Contact {
+    /// Granted and answering: the kubeconfig and a client.
+    Answering(Connected),
+    /// No access granted (or none left).
+    NoAccess,
+    /// It stopped answering past the grace: it counts as gone.
+    Lost,
+}
+
+impl Contact {
+    fn connected(&self) -> Option<&Connected> {
+        match self {
+            Contact::Answering(connected) => Some(connected),
+            Contact::NoAccess | Contact::Lost => None,
+        }
+    }
 }
 
 /// The access of every tenant cluster the instance may have.
-struct Access<'a>(Vec<Held<'a>>);
+struct Access<'a>(Vec<ClusterHold<'a>>);
 
 /// Step: access only while an AccessRequest is alive and granted (if it is
 /// gone, the platform side is still cleaned up), and only while the
@@ -124,18 +140,18 @@ async fn hold_access<'a>(
         let request = instance_access(&ctx.plugin, instance, tenant, target);
         let known = current_request(ctx, &request).await?;
         let access = remaining_access(ctx, key, &request, &known, cluster).await?;
-        let Answering { access, lost } = answering(ctx, object, key, cluster, access).await?;
-        if let Some(connected) = &access {
+        let contact = answering(ctx, object, key, cluster, access).await?;
+        if let Some(connected) = contact.connected() {
             check_kinds(&ctx.plugin, &ctx.memory, key, cluster, &connected.client).await?;
         }
-        held.push(Held { cluster, request, known, access, lost });
+        held.push(ClusterHold { cluster, request, known, contact });
     }
     Ok(Access(held))
 }
 
 impl Access<'_> {
     fn access(&self, cluster: Cluster) -> Option<&Connected> {
-        self.0.iter().find(|h| h.cluster == cluster)?.access.as_ref()
+        self.0.iter().find(|h| h.cluster == cluster)?.contact.connected()
     }
 
     fn reach<'c>(&'c self, clusters: &'c Clusters) -> Reach<'c> {
@@ -160,7 +176,7 @@ impl Access<'_> {
     async fn revoke_lost(&self, clusters: &Clusters, identity: &Identity) -> Result<(), Error> {
         for held in &self.0 {
             let being_revoked = held.known.clone().found().is_some_and(|ar| ar.metadata.deletion_timestamp.is_some());
-            if held.lost || being_revoked {
+            if matches!(held.contact, Contact::Lost) || being_revoked {
                 revoke(&clusters.platform, &identity.field_manager, &held.request, held.known.clone()).await?;
             }
         }
@@ -176,7 +192,7 @@ impl Access<'_> {
     }
 
     fn forget_clients(&self, tenants: &ClientCache) {
-        for connected in self.0.iter().filter_map(|h| h.access.as_ref()) {
+        for connected in self.0.iter().filter_map(|h| h.contact.connected()) {
             tenants.forget(&connected.kubeconfig);
         }
     }
@@ -350,27 +366,27 @@ fn cluster_name(cluster: Cluster) -> &'static str {
 /// deletion). After that the cluster counts as gone: the plugin's cleanup
 /// sees no access to it (no context entry, no observations, like after a
 /// revoked access) and its access is revoked before the teardown (the
-/// cluster is `lost`). Returns the access to use.
+/// cluster is [`Contact::Lost`]).
 async fn answering(
     ctx: &Shared,
     object: &DynamicObject,
     key: &InstanceKey,
     cluster: Cluster,
     access: Option<Connected>,
-) -> Result<Answering, Error> {
-    let Some(connected) = access else { return Ok(Answering { access: None, lost: false }) };
+) -> Result<Contact, Error> {
+    let Some(connected) = access else { return Ok(Contact::NoAccess) };
     // Asked once per deletion: a cluster that stops answering later makes
     // the reconcile fail, which distrusts everything verified, so the next
     // one asks again.
     let answers = Memo::Answers(cluster);
     if ctx.memory.is_verified(key, &answers) {
-        return Ok(Answering { access: Some(connected), lost: false });
+        return Ok(Contact::Answering(connected));
     }
     let error = match tokio::time::timeout(PROBE_TIMEOUT, connected.client.apiserver_version()).await {
         Ok(Ok(_)) => {
             ctx.memory.answered(key, cluster);
             ctx.memory.set_verified(key, answers);
-            return Ok(Answering { access: Some(connected), lost: false });
+            return Ok(Contact::Answering(connected));
         }
         Ok(Err(e)) => report(&e),
         Err(_) => format!("no answer within {PROBE_TIMEOUT:?}"),
@@ -388,13 +404,5 @@ async fn answering(
         return Err(not_yet(message, WAIT.min(left)));
     }
     warn!(cluster = %cluster, error = %error, waited = ?waited, "cluster unreachable: deletion continues without it");
-    Ok(Answering { access: None, lost: true })
-}
-
-/// What [`answering`] found of one tenant cluster.
-struct Answering {
-    /// The access to use: none once the cluster counts as gone.
-    access: Option<Connected>,
-    /// The cluster stopped answering past the grace.
-    lost: bool,
+    Ok(Contact::Lost)
 }
