@@ -81,13 +81,13 @@ pub async fn run(
     }
     let health = Health::new();
     serve(&endpoints, &metrics, &health);
-    let (shutdown_tx, mut shutdown) = tokio::sync::watch::channel(false);
+    let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
         let _ = shutdown_tx.send(true);
     });
 
-    let mut onboarding = onboarding(&platform, settings, planner.descriptor(), &metrics).await?;
+    let onboarding = onboarding(&platform, settings, planner.descriptor(), &metrics).await?;
     let (service, provider_config) = (&planner.descriptor().service, &planner.descriptor().provider_config);
     let watch_namespace = settings.watch_namespace.as_deref();
     probe(&onboarding.client, &resource::of_kind(service), Cluster::Onboarding, watch_namespace, None).await?;
@@ -103,75 +103,30 @@ pub async fn run(
     // Budgets, backoffs and memos outlive a controller start: new onboarding
     // credentials give no instance a fresh budget.
     let memory = Arc::new(Memory::new(settings.host_writes));
-    let mut lease = match leader_elect {
+    let lease = match leader_elect {
         true => Some(lease(&platform, settings).await?),
         false => None,
     };
+    let mut replica = Replica { platform, onboarding, lease, shutdown, health, metrics };
     let stop = loop {
-        if let Some((leader, _)) = &mut lease
-            && !*leader.borrow_and_update()
-        {
-            health.ready("standing by for the leader lease");
-            info!("waiting to become the leader");
-            loop {
-                tokio::select! {
-                    became = leader.wait_for(|is_leader| *is_leader) => {
-                        became.map_err(|_| Leadership::Stopped)?;
-                        break;
-                    }
-                    text = onboarding.changed(&platform, |why| health.not_ready(why)) => {
-                        switch(&mut onboarding, text, &metrics, &health).await;
-                        health.ready("standing by for the leader lease");
-                    }
-                    _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
-                }
-            }
-            info!("became the leader");
+        if !replica.leads() && !replica.stand_by().await? {
+            return Ok(());
         }
-
-        health.not_ready("starting the controller (caches not synced yet)");
         let reached = Reached {
-            platform: platform.clone(),
-            onboarding: onboarding.client.clone(),
-            onboarding_secret: onboarding.secret().map(|s| s.name.clone()),
+            platform: replica.platform.clone(),
+            onboarding: replica.onboarding.client.clone(),
+            onboarding_secret: replica.onboarding.secret().map(|s| s.name.clone()),
             platform_versions: platform_versions.clone(),
             memory: Some(memory.clone()),
         };
-        let ctx = shared(plugins.clone(), settings, reached, metrics.clone());
-        let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
-        let synced = health.clone();
-        let controller = watch::run_until(
-            Arc::new(ctx),
-            async move {
-                let _ = stopped.await;
-            },
-            move || synced.ready("caches synced, reconciling"),
-        );
-        tokio::pin!(controller);
-        let lost = async {
-            match lease.as_mut() {
-                Some((leader, _)) => drop(leader.wait_for(|is_leader| !*is_leader).await),
-                None => std::future::pending().await,
-            }
-        };
-        let (why, ended) = tokio::select! {
-            () = &mut controller => (Stop::Shutdown, true),
-            _ = shutdown.wait_for(|stop| *stop) => (Stop::Shutdown, false),
-            () = lost => (Stop::LostLease, false),
-            text = onboarding.changed(&platform, |why| health.not_ready(why)) => (Stop::Credentials(text), false),
-        };
-        // Running reconciles finish before anything else happens.
-        let _ = stop_controller.send(());
-        if !ended {
-            controller.await;
-        }
-        match why {
-            Stop::Credentials(text) => switch(&mut onboarding, text, &metrics, &health).await,
+        let ctx = shared(plugins.clone(), settings, reached, replica.metrics.clone());
+        match replica.term(ctx).await {
+            Stop::Credentials(text) => replica.switch(text).await,
             other => break other,
         }
     };
-    health.not_ready("stopping");
-    if let Some((leader, task)) = lease {
+    replica.health.not_ready("stopping");
+    if let Some((leader, task)) = replica.lease {
         // With every receiver gone the lease task releases the lease, so a
         // standby replica takes over at once instead of after it expires.
         drop(leader);
@@ -183,6 +138,88 @@ pub async fn run(
             Err(Leadership::Lost.into())
         }
         _ => Ok(()),
+    }
+}
+
+/// What one replica holds across controller terms: its clients, its part
+/// in the election, and how it says it is ready.
+struct Replica {
+    platform: Client,
+    onboarding: Onboarding,
+    /// Whether this replica leads, and the task that keeps the lease.
+    lease: Option<(tokio::sync::watch::Receiver<bool>, LeaseTask)>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+}
+
+impl Replica {
+    /// Without leader election, every replica leads.
+    fn leads(&mut self) -> bool {
+        self.lease.as_mut().is_none_or(|(leader, _)| *leader.borrow_and_update())
+    }
+
+    /// Ready while another replica leads, following new onboarding
+    /// credentials, until the lease is this replica's (`true`) or the
+    /// process is told to stop (`false`).
+    async fn stand_by(&mut self) -> Result<bool, Error> {
+        let Some((leader, _)) = &mut self.lease else { return Ok(true) };
+        self.health.ready("standing by for the leader lease");
+        info!("waiting to become the leader");
+        loop {
+            tokio::select! {
+                became = leader.wait_for(|is_leader| *is_leader) => {
+                    became.map_err(|_| Leadership::Stopped)?;
+                    info!("became the leader");
+                    return Ok(true);
+                }
+                text = self.onboarding.changed(&self.platform, |why| self.health.not_ready(why)) => {
+                    switch(&mut self.onboarding, text, &self.metrics, &self.health).await;
+                    self.health.ready("standing by for the leader lease");
+                }
+                _ = self.shutdown.wait_for(|stop| *stop) => return Ok(false),
+            }
+        }
+    }
+
+    /// One term of the controller: from its start until a shutdown, a lost
+    /// lease or new onboarding credentials end it; running reconciles
+    /// finish before it returns why it ended.
+    async fn term(&mut self, ctx: super::Shared) -> Stop {
+        self.health.not_ready("starting the controller (caches not synced yet)");
+        let (stop_controller, stopped) = tokio::sync::oneshot::channel::<()>();
+        let synced = self.health.clone();
+        let controller = watch::run_until(
+            Arc::new(ctx),
+            async move {
+                let _ = stopped.await;
+            },
+            move || synced.ready("caches synced, reconciling"),
+        );
+        tokio::pin!(controller);
+        let lost = async {
+            match self.lease.as_mut() {
+                Some((leader, _)) => drop(leader.wait_for(|is_leader| !*is_leader).await),
+                None => std::future::pending().await,
+            }
+        };
+        let health = &self.health;
+        let (why, ended) = tokio::select! {
+            () = &mut controller => (Stop::Shutdown, true),
+            _ = self.shutdown.wait_for(|stop| *stop) => (Stop::Shutdown, false),
+            () = lost => (Stop::LostLease, false),
+            text = self.onboarding.changed(&self.platform, |why| health.not_ready(why)) => (Stop::Credentials(text), false),
+        };
+        // Running reconciles finish before anything else happens.
+        let _ = stop_controller.send(());
+        if !ended {
+            controller.await;
+        }
+        why
+    }
+
+    async fn switch(&mut self, text: String) {
+        switch(&mut self.onboarding, text, &self.metrics, &self.health).await;
     }
 }
 
