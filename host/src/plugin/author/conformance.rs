@@ -85,47 +85,73 @@ fn outcome(problems: Vec<String>, passed: String) -> Outcome {
 }
 
 /// Runs every check of `plugin` over `cases` under `grant` (the plugin's
-/// own grant from `plugin grant` when `None`).
+/// own grant from `plugin grant` when `None`), in the order the report
+/// lists them; a check that needs what an earlier one failed to give is
+/// skipped, saying so.
 pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> Report {
     let descriptor = plugin.descriptor().clone();
     let mut checks = Vec::new();
     let mut check = |check: &'static str, outcome: Outcome| checks.push(CheckResult { check, outcome });
+    let (granted, planner) = under_its_grant(&plugin, grant);
+    check("grant", granted);
+    let (answered, deterministic) = answers(&plugin, cases).await;
+    check("cases", answered);
+    check("deterministic", deterministic);
+    match planner {
+        None => {
+            for name in ["host-accepts", "converges", "tears-down", "holds-deletion"] {
+                check(name, Outcome::Skipped("needs a grant the plugin runs under".into()));
+            }
+        }
+        Some(planner) => {
+            let (accepted, planned) = host_accepts(&planner, cases).await;
+            check("host-accepts", accepted);
+            if planned.is_empty() {
+                for name in ["converges", "tears-down", "holds-deletion"] {
+                    check(name, Outcome::Skipped("no case plans successfully".into()));
+                }
+            } else {
+                check("converges", converges(&planner, &planned).await);
+                check("tears-down", tears_down(&planner, &planned).await);
+                check("holds-deletion", holds_deletion(&planner, &planned).await);
+            }
+        }
+    }
+    not_the_plugins(&mut check);
+    Report { plugin: descriptor.name, component_digest: plugin.digest().into(), checks }
+}
 
-    // What the plugin asks for, and the grant it runs under here (what no
-    // review covers included: the checks run the plugin as it asks; the
-    // platform reviews the grant it admits it with).
-    let own = super::inspect::grant_for(&descriptor, plugin.digest(), true);
+/// Check `grant`: the grant the plugin runs under here gives all it asks
+/// for (what no review covers included: the checks run the plugin as it
+/// asks; the platform reviews the grant it admits it with). With it, the
+/// planner the later checks call.
+fn under_its_grant(plugin: &Plugin, grant: Option<Grant>) -> (Outcome, Option<Planner>) {
+    let descriptor = plugin.descriptor();
+    let own = super::inspect::grant_for(descriptor, plugin.digest(), true);
     let grant = match (grant, &own) {
         (Some(grant), _) => Some(grant),
         (None, Ok(text)) => Grant::parse(text).ok(),
         (None, Err(_)) => None,
     };
-    let granted = grant.map(|g| Effective::for_component(&descriptor, plugin.digest(), g));
-    let planner = match granted {
-        Some(Ok(granted)) if granted.refused.is_empty() => {
-            check("grant", Outcome::Passed("its grant gives all it asks for".into()));
-            Some(Planner { plugin: plugin.clone(), granted: Arc::new(granted) })
-        }
-        Some(Ok(granted)) => {
-            check("grant", Outcome::Failed(granted.refused));
-            None
-        }
-        Some(Err(e)) => {
-            check("grant", Outcome::Failed(vec![e.to_string()]));
-            None
-        }
-        None => {
-            check("grant", Outcome::Failed(vec![own.err().map(|e| e.to_string()).unwrap_or_default()]));
-            None
-        }
-    };
+    match grant.map(|g| Effective::for_component(descriptor, plugin.digest(), g)) {
+        Some(Ok(granted)) if granted.refused.is_empty() => (
+            Outcome::Passed("its grant gives all it asks for".into()),
+            Some(Planner { plugin: plugin.clone(), granted: Arc::new(granted) }),
+        ),
+        Some(Ok(granted)) => (Outcome::Failed(granted.refused), None),
+        Some(Err(e)) => (Outcome::Failed(vec![e.to_string()]), None),
+        None => (Outcome::Failed(vec![own.err().map(|e| e.to_string()).unwrap_or_default()]), None),
+    }
+}
 
-    // The shared cases, twice each: the answers, and their determinism.
+/// Checks `cases` and `deterministic`: each shared case asked twice, its
+/// answer the expected one, and the same both times.
+async fn answers(plugin: &Plugin, cases: &[SharedCase]) -> (Outcome, Outcome) {
     let mut wrong = Vec::new();
     let mut unstable = Vec::new();
     for case in cases {
-        let first = raw_answer(&plugin, case).await;
-        let second = raw_answer(&plugin, case).await;
+        let first = raw_answer(plugin, case).await;
+        let second = raw_answer(plugin, case).await;
         if !same_answer(&case.expected, &first) {
             wrong.push(format!("case {:?}: answers differ\nwant: {}\n got: {first}", case.name, case.expected));
         }
@@ -133,55 +159,40 @@ pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> 
             unstable.push(format!("case {:?}: the same input answered {first} and then {second}", case.name));
         }
     }
-    check("cases", outcome(wrong, format!("{} case(s) got their answers", cases.len())));
-    check("deterministic", outcome(unstable, "the same input got the same answer".into()));
+    (
+        outcome(wrong, format!("{} case(s) got their answers", cases.len())),
+        outcome(unstable, "the same input got the same answer".into()),
+    )
+}
 
-    let Some(planner) = planner else {
-        for name in ["host-accepts", "converges", "tears-down", "holds-deletion"] {
-            check(name, Outcome::Skipped("needs a grant the plugin runs under".into()));
-        }
-        not_the_plugins(&mut check);
-        return Report { plugin: descriptor.name, component_digest: plugin.digest().into(), checks };
-    };
-
-    // Every answer through the host's checks; then what the accepted plans
-    // lead to.
+/// Check `host-accepts`: every answer through the host's checks and the
+/// grant. With it, the cases that planned, and their checked plans.
+async fn host_accepts<'c>(planner: &Planner, cases: &'c [SharedCase]) -> (Outcome, Vec<(&'c SharedCase, CheckedPlan)>) {
     let mut refused = Vec::new();
     let mut planned = Vec::new();
     for case in cases {
         match case.call {
-            Call::Plan => match plan::reconcile(&planner, &case.input).await {
+            Call::Plan => match plan::reconcile(planner, &case.input).await {
                 Ok(Ok(checked)) => planned.push((case, checked)),
                 Ok(Err(_)) => {}
                 Err(e) => refused.push(format!("case {:?}: {}", case.name, chain(&e))),
             },
             Call::Cleanup => {
-                if let Err(e) = plan::cleanup(&planner, &case.input).await {
+                if let Err(e) = plan::cleanup(planner, &case.input).await {
                     refused.push(format!("case {:?}: {}", case.name, chain(&e)));
                 }
             }
         }
     }
-    check("host-accepts", outcome(refused, "every answer passes the host's checks and the grant".into()));
-    if planned.is_empty() {
-        for name in ["converges", "tears-down", "holds-deletion"] {
-            check(name, Outcome::Skipped("no case plans successfully".into()));
-        }
-        not_the_plugins(&mut check);
-        return Report { plugin: descriptor.name, component_digest: plugin.digest().into(), checks };
-    }
+    (outcome(refused, "every answer passes the host's checks and the grant".into()), planned)
+}
 
+/// Check `converges`: a plan over what the first applied asks for nothing
+/// new.
+async fn converges(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)]) -> Outcome {
     let mut diverging = Vec::new();
-    let mut left = Vec::new();
-    let mut unheld = Vec::new();
-    let watched: Vec<_> = descriptor
-        .observations
-        .iter()
-        .filter(|o| o.cluster == Cluster::ControlPlane && o.stage != Stage::Reconcile)
-        .collect();
-    for (case, checked) in &planned {
-        let applied = applied(&planner, &case.input, checked);
-        match plan::reconcile(&planner, &applied).await {
+    for (case, checked) in planned {
+        match plan::reconcile(planner, &applied(planner, &case.input, checked)).await {
             Ok(Ok(again)) => {
                 let new: Vec<String> = again.inventory().difference(&checked.inventory()).map(key_text).collect();
                 if !new.is_empty() {
@@ -195,16 +206,24 @@ pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> 
             Ok(Err(e)) => diverging.push(format!("case {:?}: the plan over its applied state fails: {e}", case.name)),
             Err(e) => diverging.push(format!("case {:?}: {}", case.name, chain(&e))),
         }
-        let deleting = deleting(&applied);
-        match plan::cleanup(&planner, &deleting).await {
+    }
+    outcome(diverging, "a plan over its applied state asks for nothing new".into())
+}
+
+/// Check `tears-down`: cleanup of what a plan applied removes every object
+/// it created (Namespaces stay, as the host's pruning keeps them, and
+/// copies are the host's to remove).
+async fn tears_down(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)]) -> Outcome {
+    let mut left = Vec::new();
+    for (case, checked) in planned {
+        let deleting = deleting(&applied(planner, &case.input, checked));
+        match plan::cleanup(planner, &deleting).await {
             Ok(Ok(CleanupPlan::Teardown(teardown))) => {
                 let torn: BTreeSet<(Cluster, String, Option<String>, String)> = teardown
                     .objects
                     .iter()
                     .map(|r| (r.cluster, r.kind.clone(), r.namespace.clone(), r.name.clone()))
                     .collect();
-                // Namespaces stay (as the host's pruning keeps them), and
-                // copies are the host's to remove.
                 let kept: Vec<String> = checked
                     .manifests
                     .iter()
@@ -223,6 +242,27 @@ pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> 
             Ok(Err(e)) => left.push(format!("case {:?}: cleanup fails: {e}", case.name)),
             Err(e) => left.push(format!("case {:?}: {}", case.name, chain(&e))),
         }
+    }
+    outcome(left, "cleanup removes every object plan created".into())
+}
+
+/// Check `holds-deletion`: where the plugin watches the ControlPlane for
+/// cleanup, an object it watches there blocks the deletion, with a message
+/// saying why.
+async fn holds_deletion(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)]) -> Outcome {
+    let watched: Vec<_> = planner
+        .plugin
+        .descriptor()
+        .observations
+        .iter()
+        .filter(|o| o.cluster == Cluster::ControlPlane && o.stage != Stage::Reconcile)
+        .collect();
+    if watched.is_empty() {
+        return Outcome::Skipped("observes nothing on the ControlPlane for cleanup".into());
+    }
+    let mut unheld = Vec::new();
+    for (case, checked) in planned {
+        let deleting = deleting(&applied(planner, &case.input, checked));
         for observation in &watched {
             let mut held = deleting.clone();
             let blocker = serde_json::json!({
@@ -238,7 +278,7 @@ pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> 
             });
             held.observed.retain(|o| o.id != observation.id);
             held.observed.push(Observed { id: observation.id.clone(), objects: vec![blocker.to_string()] });
-            match plan::cleanup(&planner, &held).await {
+            match plan::cleanup(planner, &held).await {
                 Ok(Ok(CleanupPlan::Blocked(b))) if !b.message.trim().is_empty() => {}
                 Ok(Ok(CleanupPlan::Blocked(_))) => {
                     unheld.push(format!("case {:?}: blocked without a message saying why", case.name))
@@ -257,17 +297,7 @@ pub async fn run(plugin: Plugin, cases: &[SharedCase], grant: Option<Grant>) -> 
             }
         }
     }
-    check("converges", outcome(diverging, "a plan over its applied state asks for nothing new".into()));
-    check("tears-down", outcome(left, "cleanup removes every object plan created".into()));
-    check(
-        "holds-deletion",
-        match watched.is_empty() {
-            true => Outcome::Skipped("observes nothing on the ControlPlane for cleanup".into()),
-            false => outcome(unheld, "deletion waits while the service's objects exist on the ControlPlane".into()),
-        },
-    );
-    not_the_plugins(&mut check);
-    Report { plugin: descriptor.name, component_digest: plugin.digest().into(), checks }
+    outcome(unheld, "deletion waits while the service's objects exist on the ControlPlane".into())
 }
 
 /// openmcp's quality criteria no plugin decides, named in every report so
