@@ -3,10 +3,10 @@
 //! The data path of one reconcile:
 //!
 //! ```text
-//! watch ─▶ gather ─▶ plan (in the Wasm sandbox) ─▶ apply (SSA) ─▶ status
+//! watch ─▶ access ─▶ gather ─▶ plan (in the Wasm sandbox) ─▶ apply (SSA) ─▶ status
 //! ```
 //!
-//! The code is three wings on one ground floor, and calls go down only:
+//! The code is three wings above a ground floor, and calls go down only:
 //!
 //! - [`controller`]: the operator around one reconcile: `init` and `run`
 //!   assembled from their settings, the kube-rs controller and every watch
@@ -25,14 +25,16 @@
 //!   and nothing of the cluster side, which takes the checked values it
 //!   hands over.
 //!
-//! The ground floor: [`adopt`] (whose objects may be taken over),
-//! [`clusters`] builds and caches clients, the watches'
-//! stores, [`render`] runs the data path on files; [`error`], [`resource`]
-//! (Kubernetes plumbing), [`instance`] (an instance and its reach),
+//! Beside the controller, [`render`] runs the data path on files. Between
+//! the reconcile and the Wasm side: [`clusters`] builds and caches clients,
+//! [`instance`] (an instance and its reach), [`error`] (every failure, with
+//! the plugin side's and [`adopt`]'s refusals). Beside the Wasm side:
+//! [`adopt`] (whose objects may be taken over) and the watches' stores.
+//! The ground floor, which imports nothing of the crate above it:
 //! [`keys`] (how the host names an instance it keeps something for),
-//! [`owner`] and [`syntax`] (what Kubernetes accepts as a name: the rule
-//! every string meets before it reaches a URL), [`metrics`], [`logging`],
-//! [`telemetry`] (traces).
+//! [`syntax`] (what Kubernetes accepts as a name: the rule every string
+//! meets before it reaches a URL), [`owner`], [`resource`] (Kubernetes
+//! plumbing), [`metrics`], [`logging`], [`telemetry`] (traces).
 //!
 //! Dependencies point one way: no room imports a room that imports it, the
 //! wings call downwards only, and a step of the reconcile never reaches
