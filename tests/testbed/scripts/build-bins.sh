@@ -126,7 +126,8 @@ build_kube() {
   mkdir -p "$KUBE_OUT"
   log "building kube-apiserver ${K8S_VERSION} (cold: many minutes on 2 cores)"
   local started=$SECONDS
-  (cd "$KUBE_WRAPPER" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "${bin}.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
+  # No DWARF from the compiler (see wrapper.sh): -s -w drops it anyway.
+  (cd "$KUBE_WRAPPER" && CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ld" -o "${bin}.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
   mv -f "${bin}.tmp" "$bin"   # atomic: an interrupted build never leaves a half binary
   log "built kube-apiserver ${K8S_VERSION} in $((SECONDS - started))s"
 }
@@ -140,7 +141,7 @@ build_etcd() {
   mkdir -p "$ETCD_OUT"
   log "building etcd ${ETCD_VERSION}"
   local started=$SECONDS
-  (cd "$ETCD_WRAPPER" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${bin}.tmp" go.etcd.io/etcd/server/v3)
+  (cd "$ETCD_WRAPPER" && CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o "${bin}.tmp" go.etcd.io/etcd/server/v3)
   mv -f "${bin}.tmp" "$bin"
   log "built etcd ${ETCD_VERSION} in $((SECONDS - started))s"
 }
@@ -152,7 +153,7 @@ build_kubectl() {
   if [ -x "$bin" ] && [ "$REGEN" = 0 ]; then log "cache hit: $bin"; return 0; fi
   log "building kubectl ${K8S_VERSION}"
   local started=$SECONDS
-  (cd "$KUBE_WRAPPER" && CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "${bin}.tmp" k8s.io/kubernetes/cmd/kubectl)
+  (cd "$KUBE_WRAPPER" && CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "$(version_ldflags)" -o "${bin}.tmp" k8s.io/kubernetes/cmd/kubectl)
   mv -f "${bin}.tmp" "$bin"
   log "built kubectl ${K8S_VERSION} in $((SECONDS - started))s"
 }

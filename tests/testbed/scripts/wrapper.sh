@@ -76,7 +76,10 @@ build() { # name module version package binary-name
   mkdir -p "$out"
   log "building ${name} ${version} (cold: minutes on 2 cores)"
   local started=$SECONDS
-  (cd "${HERE}/go/${name}" && CGO_ENABLED=0 go build -trimpath -ldflags "${LDFLAGS:--s -w}" -o "${bin}.tmp" "$package")
+  # No DWARF from the compiler: -s -w drops it from the binary anyway, and
+  # not making it saves a tenth or more of a cold build (etcd, one after
+  # the other with empty build caches: 42.2 s -> 37.4 s).
+  (cd "${HERE}/go/${name}" && CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "${LDFLAGS:--s -w}" -o "${bin}.tmp" "$package")
   mv -f "${bin}.tmp" "$bin" # atomic: an interrupted build never leaves a half binary
   log "built ${name} ${version} in $((SECONDS - started))s"
 }
