@@ -165,15 +165,29 @@ async fn answers(plugin: &Plugin, cases: &[SharedCase]) -> (Outcome, Outcome) {
     )
 }
 
+/// A case whose plan the host accepted, and the inputs the later checks
+/// ask with: the next reconcile's once the plan is applied, and the
+/// deletion's after it.
+struct Planned<'c> {
+    case: &'c SharedCase,
+    checked: CheckedPlan,
+    applied: Input,
+    deleting: Input,
+}
+
 /// Check `host-accepts`: every answer through the host's checks and the
-/// grant. With it, the cases that planned, and their checked plans.
-async fn host_accepts<'c>(planner: &Planner, cases: &'c [SharedCase]) -> (Outcome, Vec<(&'c SharedCase, CheckedPlan)>) {
+/// grant. With it, the cases that planned.
+async fn host_accepts<'c>(planner: &Planner, cases: &'c [SharedCase]) -> (Outcome, Vec<Planned<'c>>) {
     let mut refused = Vec::new();
     let mut planned = Vec::new();
     for case in cases {
         match case.call {
             Call::Plan => match plan::reconcile(planner, &case.input).await {
-                Ok(Ok(checked)) => planned.push((case, checked)),
+                Ok(Ok(checked)) => {
+                    let applied = applied(planner, &case.input, &checked);
+                    let deleting = deleting(&applied);
+                    planned.push(Planned { case, checked, applied, deleting });
+                }
                 Ok(Err(_)) => {}
                 Err(e) => refused.push(format!("case {:?}: {}", case.name, chain(&e))),
             },
@@ -189,10 +203,10 @@ async fn host_accepts<'c>(planner: &Planner, cases: &'c [SharedCase]) -> (Outcom
 
 /// Check `converges`: a plan over what the first applied asks for nothing
 /// new.
-async fn converges(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)]) -> Outcome {
+async fn converges(planner: &Planner, planned: &[Planned<'_>]) -> Outcome {
     let mut diverging = Vec::new();
-    for (case, checked) in planned {
-        match plan::reconcile(planner, &applied(planner, &case.input, checked)).await {
+    for Planned { case, checked, applied, .. } in planned {
+        match plan::reconcile(planner, applied).await {
             Ok(Ok(again)) => {
                 let new: Vec<String> = again.inventory().difference(&checked.inventory()).map(key_text).collect();
                 if !new.is_empty() {
@@ -213,11 +227,10 @@ async fn converges(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)]) ->
 /// Check `tears-down`: cleanup of what a plan applied removes every object
 /// it created (Namespaces stay, as the host's pruning keeps them, and
 /// copies are the host's to remove).
-async fn tears_down(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)]) -> Outcome {
+async fn tears_down(planner: &Planner, planned: &[Planned<'_>]) -> Outcome {
     let mut left = Vec::new();
-    for (case, checked) in planned {
-        let deleting = deleting(&applied(planner, &case.input, checked));
-        match plan::cleanup(planner, &deleting).await {
+    for Planned { case, checked, deleting, .. } in planned {
+        match plan::cleanup(planner, deleting).await {
             Ok(Ok(CleanupPlan::Teardown(teardown))) => {
                 let torn: BTreeSet<(Cluster, String, Option<String>, String)> = teardown
                     .objects
@@ -249,7 +262,7 @@ async fn tears_down(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)]) -
 /// Check `holds-deletion`: where the plugin watches the ControlPlane for
 /// cleanup, an object it watches there blocks the deletion, with a message
 /// saying why.
-async fn holds_deletion(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)]) -> Outcome {
+async fn holds_deletion(planner: &Planner, planned: &[Planned<'_>]) -> Outcome {
     let watched: Vec<_> = planner
         .plugin
         .descriptor()
@@ -261,8 +274,7 @@ async fn holds_deletion(planner: &Planner, planned: &[(&SharedCase, CheckedPlan)
         return Outcome::Skipped("observes nothing on the ControlPlane for cleanup".into());
     }
     let mut unheld = Vec::new();
-    for (case, checked) in planned {
-        let deleting = deleting(&applied(planner, &case.input, checked));
+    for Planned { case, deleting, .. } in planned {
         for observation in &watched {
             let mut held = deleting.clone();
             let blocker = serde_json::json!({
